@@ -1,0 +1,172 @@
+"""ReplaySSM decode: rebuild the state from checkpoint + ring, emit, then append or flush.
+
+The ring of slot ``s`` holds, for entries ``i < c = write_pos[row]``, the delta ``d_i [HV, V]``, the
+key ``kappa_i [H, K]`` and the per-channel log decay ``gamma_i [HV, K]`` of past tokens. The true
+pre-token state is the checkpoint ``S0`` advanced by those entries, which per K column is
+
+    S_rec = S0 diag(e^Gamma) + sum_{i<c} d_i (W_i * kappa_i)^T,
+    Gamma = sum_{i<c} gamma_i,   W_i = exp(sum_{i<m<c} gamma_m)   (so W_{c-1} = 1).
+
+Entries at ``i >= c`` are stale and never read (they may hold anything, NaN included).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .gates import compute_dtype
+from .recurrence import Token, prepare_token, valid_rows
+from .validation import check_runtime_values, should_check_values, validate_replayssm_inputs
+
+
+def reconstruct_state(S0, d, kappa, gamma, c):
+    """Rebuild ``S_rec [R, HV, V, K]`` from checkpoints and rings of ``R`` rows.
+
+    S0 [R, HV, V, K], d [R, HV, L, V], kappa [R, HV, L, K] (already expanded to HV heads),
+    gamma [R, HV, L, K], c [R] committed entries per row. All in the compute dtype.
+    """
+    L = d.shape[2]
+    live = (torch.arange(L, device=c.device)[None, :] < c[:, None])[:, None, :, None]  # [R, 1, L, 1]
+    gamma = torch.where(live, gamma, torch.zeros((), dtype=gamma.dtype, device=gamma.device))
+    prefix = torch.cumsum(gamma, dim=2)  # P_i
+    total = prefix[:, :, -1:, :]  # Gamma (masked entries add 0)
+    weights = torch.where(live, torch.exp(total - prefix), torch.zeros((), dtype=gamma.dtype, device=gamma.device))
+    d = torch.where(live, d, torch.zeros((), dtype=d.dtype, device=d.device))
+    kappa = torch.where(live, kappa, torch.zeros((), dtype=kappa.dtype, device=kappa.device))
+    replayed = torch.einsum("rhlv,rhlk->rhvk", d, weights * kappa)
+    return S0 * torch.exp(total) + replayed  # total [R, HV, 1, K] broadcasts over V
+
+
+def _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, hpq, cd):
+    """Checkpoint and rings of the given slots, upcast, with k expanded from H to HV heads."""
+    return (
+        initial_state[slots].to(cd),
+        d_cache[slots].to(cd),
+        k_cache[slots].to(cd).repeat_interleave(hpq, dim=1),
+        g_cache[slots].to(cd),
+    )
+
+
+def replay_token(S_rec: torch.Tensor, tok: Token, rows: torch.Tensor):
+    """The current token on rebuilt states: returns ``(o, u)``; the state itself is not formed.
+
+    sq = S_rec (alpha * q),  sk = S_rec (alpha * k),  u = beta (v - sk),  o = sq + u (k . q).
+    """
+    alpha, q, k = torch.exp(tok.g[rows]), tok.q[rows], tok.k[rows]
+    sq = torch.einsum("rhvk,rhk->rhv", S_rec, alpha * q)
+    sk = torch.einsum("rhvk,rhk->rhv", S_rec, alpha * k)
+    u = tok.beta[rows, :, None] * (tok.v[rows] - sk)
+    o = sq + u * (k * q).sum(-1, keepdim=True)
+    return o, u
+
+
+def replayssm_decode_step(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    d_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+    force_flush: torch.Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    lower_bound: float | None = None,
+    *,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One ReplaySSM decode step (KDA). Mutates ``out``, the rings and, on flush rows, the checkpoint.
+
+    Per non-padding row with slot ``s`` and cursor ``c = write_pos[row]``:
+      * rebuild ``S_rec`` from ``initial_state[s]`` and ring entries ``i < c``; write ``out``;
+      * flush when ``c == L - 1`` (natural) or ``force_flush[row] != 0`` (forced):
+        ``initial_state[s] <- S_rec diag(alpha) + u k^T`` (the post-token state); nothing appended;
+      * otherwise append at ``c``: ``d_cache[s, :, c] = u``, ``g_cache[s, :, c] = g``,
+        ``k_cache[s, :, c] = k`` (per q/k head); the checkpoint is untouched.
+    Padding rows (negative index) get ``out = 0`` and touch nothing. ``write_pos`` is never written:
+    the caller advances it, see :func:`advance_write_pos`. Returns ``(out, initial_state)``.
+    """
+    shapes = validate_replayssm_inputs(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
+        out, ssm_state_indices, write_pos, force_flush,
+    )  # fmt: skip
+    L = shapes.cache_length
+    if should_check_values(check_values, mixed_qkv.device):
+        rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
+        check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=L)
+
+    cd = compute_dtype(mixed_qkv, initial_state)
+    tok = prepare_token(mixed_qkv, b, A_log, scale, shapes, cd, use_qk_l2norm_in_kernel, lower_bound)
+    rows, slots = valid_rows(ssm_state_indices)
+    c = write_pos[rows].long()
+
+    # 1. Rebuild each row's pre-token state and run the current token on it.
+    S0, d, kappa, gamma = _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, shapes.heads_per_q, cd)
+    S_rec = reconstruct_state(S0, d, kappa, gamma, c)
+    o, u = replay_token(S_rec, tok, rows)
+    out.zero_()
+    out[rows, 0] = o.to(out.dtype)
+
+    # 2. Flush rows fold the token into the checkpoint; the others append it to the ring.
+    forced = force_flush[rows] != 0 if force_flush is not None else torch.zeros_like(c, dtype=torch.bool)
+    flush = (c == L - 1) | forced
+    f, n = flush.nonzero().squeeze(1), (~flush).nonzero().squeeze(1)
+
+    alpha, k = torch.exp(tok.g[rows[f]]), tok.k[rows[f]]
+    S_post = S_rec[f] * alpha[:, :, None, :] + u[f][..., :, None] * k[..., None, :]
+    initial_state[slots[f]] = S_post.to(initial_state.dtype)
+
+    s, cn = slots[n], c[n]
+    d_cache[s, :, cn] = u[n].to(d_cache.dtype)
+    g_cache[s, :, cn] = tok.g[rows[n]].to(g_cache.dtype)
+    k_cache[s, :, cn] = tok.k_qk[rows[n]].to(k_cache.dtype)
+    return out, initial_state
+
+
+def materialize_state(
+    initial_state: torch.Tensor,
+    d_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+) -> torch.Tensor:
+    """The true pre-token state ``[B, HV, V, K]`` of each row (checkpoint advanced by its ring).
+
+    For debugging and notebooks: float64 when the state is float64, float32 otherwise; padding rows
+    are zero. Reads only; nothing is written.
+    """
+    cd = compute_dtype(initial_state)
+    B = ssm_state_indices.shape[0]
+    _, HV, V, K = initial_state.shape
+    hpq = HV // k_cache.shape[1]
+    rows, slots = valid_rows(ssm_state_indices)
+    S0, d, kappa, gamma = _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, hpq, cd)
+    full = torch.zeros(B, HV, V, K, dtype=cd, device=initial_state.device)
+    full[rows] = reconstruct_state(S0, d, kappa, gamma, write_pos[rows].long())
+    return full
+
+
+def advance_write_pos(
+    write_pos: torch.Tensor,
+    cache_length: int,
+    force_flush: torch.Tensor | None = None,
+    ssm_state_indices: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The caller's side of the contract, after each step: in place, no host sync.
+
+    ``c -> c + 1`` after a non-flush step, ``c -> 0`` after a natural (``c == L - 1``) or forced flush;
+    padding rows (negative index) keep their cursor. Returns ``write_pos``.
+    """
+    flush = write_pos == cache_length - 1
+    if force_flush is not None:
+        flush |= force_flush != 0
+    new = torch.where(flush, torch.zeros_like(write_pos), write_pos + 1)
+    if ssm_state_indices is not None:
+        new = torch.where(ssm_state_indices >= 0, new, write_pos)
+    return write_pos.copy_(new)

@@ -1,0 +1,337 @@
+"""The one place that checks decode inputs, shared by the reference and the Helion kernels.
+
+Layouts (``B`` rows, ``H`` q/k heads, ``HV`` value heads, ``K`` key dim, ``V`` value dim, ``L`` ring length):
+
+    mixed_qkv          [B, 2*H*K + HV*V]     q | k | v packed along the last dim (stride 1)
+    a                  [B, HV*K] or [B, HV, K]  raw gate logits, contiguous
+    b                  [B, HV]               raw beta logits
+    A_log              [HV]
+    dt_bias            [HV*K] or [HV, K]     contiguous
+    initial_state      [slots, HV, V, K]     V-major state / checkpoint, last stride 1
+    d_cache            [slots, HV, L, V]     ring of deltas u
+    k_cache            [slots, H,  L, K]     ring of (normalised) keys, one per q/k head
+    g_cache            [slots, HV, L, K]     ring of per-channel log decays, float32
+    out                [B, 1, HV, V]         contiguous
+    ssm_state_indices  [B] integer           slot per row, negative = padding
+    write_pos          [B] int32             per-row ring cursor
+    force_flush        [B] int32 or None     nonzero forces a flush
+
+Every failure is a ``ValueError`` naming the tensor, what was expected and what was given. Checks of
+shapes, dtypes, strides and devices never read device memory. Checks that need tensor *values*
+(cursor range, slot range, duplicate slots) live in :func:`check_runtime_values`; the decode steps run
+it when ``check_values=True``, or by default (``None``) only when the inputs are on the CPU, where it
+costs no host synchronisation. On the GPU it is opt-in so that a step stays capturable in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "DecodeShapes",
+    "check_kernel_support",
+    "check_runtime_values",
+    "should_check_values",
+    "validate_decode_inputs",
+    "validate_replayssm_inputs",
+]
+
+
+@dataclass(frozen=True)
+class DecodeShapes:
+    """Sizes derived during validation, plus the 2-D views of ``a`` and 1-D view of ``dt_bias``."""
+
+    batch: int
+    num_q_heads: int
+    num_v_heads: int
+    key_dim: int
+    value_dim: int
+    a: torch.Tensor  # [B, HV*K]
+    dt_bias: torch.Tensor  # [HV*K]
+    cache_length: int = 0  # 0 for the standard decode
+
+    @property
+    def heads_per_q(self) -> int:
+        return self.num_v_heads // self.num_q_heads
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "[" + ", ".join(str(s) for s in t.shape) + "]"
+
+
+def _fail(name: str, expected: str, got: str, hint: str | None = None) -> None:
+    msg = f"`{name}` must {expected}; got {got}"
+    if hint:
+        msg += f": {hint}"
+    raise ValueError(msg)
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+def validate_decode_inputs(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+) -> DecodeShapes:
+    """Check the inputs shared by the standard decode and the ReplaySSM step; return the sizes."""
+    # Gate logits and bias may come per head ([B, HV, K], [HV, K]); they are flattened views below.
+    if a.ndim not in (2, 3) or not a.is_contiguous():
+        _fail("a", "be a contiguous [B, HV*K] or [B, HV, K] tensor", f"shape {_shape(a)}, strides {a.stride()}")
+    if dt_bias.ndim not in (1, 2) or not dt_bias.is_contiguous():
+        _fail(
+            "dt_bias",
+            "be a contiguous [HV*K] or [HV, K] tensor",
+            f"shape {_shape(dt_bias)}, strides {dt_bias.stride()}",
+        )
+    a2 = a.reshape(a.shape[0], -1) if a.ndim == 3 else a
+    dt1 = dt_bias.reshape(-1)
+
+    if mixed_qkv.ndim != 2:
+        _fail("mixed_qkv", "have shape [B, 2*H*K + HV*V]", f"{mixed_qkv.ndim}-D shape {_shape(mixed_qkv)}")
+    if mixed_qkv.stride(-1) != 1:
+        _fail("mixed_qkv", "have last-dim stride 1 (rows may be strided)", f"stride {mixed_qkv.stride()}")
+    if b.ndim != 2:
+        _fail("b", "have shape [B, HV]", f"{b.ndim}-D shape {_shape(b)}")
+    if b.stride(-1) != 1:
+        _fail("b", "have last-dim stride 1", f"strides {b.stride()}")
+    if A_log.ndim != 1 or A_log.stride(0) != 1:
+        _fail("A_log", "be a 1-D [HV] tensor with stride 1", f"shape {_shape(A_log)}, strides {A_log.stride()}")
+    if ssm_state_indices.ndim != 1:
+        _fail("ssm_state_indices", "have shape [B]", f"shape {_shape(ssm_state_indices)}")
+    if ssm_state_indices.dtype not in (torch.int32, torch.int64):
+        _fail("ssm_state_indices", "have dtype torch.int32 or torch.int64", f"{ssm_state_indices.dtype}")
+    if not out.is_contiguous():
+        _fail("out", "be contiguous", f"shape {_shape(out)} with strides {out.stride()}")
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool):
+        _fail("scale", "be a Python float", f"{type(scale).__name__}")
+
+    device = mixed_qkv.device
+    named = {"a": a, "b": b, "A_log": A_log, "dt_bias": dt_bias, "initial_state": initial_state}
+    named |= {"out": out, "ssm_state_indices": ssm_state_indices}
+    for name, t in named.items():
+        if t.device != device:
+            _fail(name, f"be on mixed_qkv's device {device}", f"{t.device}")
+
+    batch = mixed_qkv.shape[0]
+    for name, t in (("a", a2), ("b", b), ("ssm_state_indices", ssm_state_indices)):
+        if t.shape[0] != batch:
+            _fail(name, f"have batch size B = {batch} (from mixed_qkv) in dim 0", f"shape {_shape(t)}")
+
+    if initial_state.ndim != 4:
+        _fail("initial_state", "have shape [slots, HV, V, K]", f"{initial_state.ndim}-D shape {_shape(initial_state)}")
+    if initial_state.stride(-1) != 1:
+        _fail("initial_state", "have last-dim stride 1 (slot views may be strided)", f"strides {initial_state.stride()}")
+    _, num_v_heads, value_dim, key_dim = initial_state.shape
+    if not _is_pow2(key_dim) or not _is_pow2(value_dim):
+        _fail(
+            "initial_state",
+            "have power-of-two V and K in [slots, HV, V, K]",
+            f"shape {_shape(initial_state)} (V={value_dim}, K={key_dim})",
+        )
+
+    hv_k = num_v_heads * key_dim
+    if a2.shape[1] != hv_k:
+        hint = None
+        if a2.shape[1] == num_v_heads * value_dim:
+            hint = "a was sized with value_dim, but the gate is per key channel"
+        _fail("a", f"have HV*K = {num_v_heads}*{key_dim} = {hv_k} gate logits per row", f"shape {_shape(a)}", hint)
+    if b.shape[1] != num_v_heads:
+        _fail("b", f"have shape [B, HV] = [{batch}, {num_v_heads}]", f"shape {_shape(b)}")
+    if A_log.numel() != num_v_heads:
+        _fail("A_log", f"have HV = {num_v_heads} elements", f"shape {_shape(A_log)}")
+    if dt1.numel() != hv_k:
+        hint = "sized with value_dim? the gate is per key channel" if dt1.numel() == num_v_heads * value_dim else None
+        _fail("dt_bias", f"have HV*K = {hv_k} elements", f"shape {_shape(dt_bias)}", hint)
+    if tuple(out.shape) != (batch, 1, num_v_heads, value_dim):
+        _fail("out", f"have shape [B, 1, HV, V] = [{batch}, 1, {num_v_heads}, {value_dim}]", f"{_shape(out)}")
+
+    qk_width = mixed_qkv.shape[1] - num_v_heads * value_dim
+    if qk_width <= 0 or qk_width % 2 or (qk_width // 2) % key_dim:
+        _fail(
+            "mixed_qkv",
+            f"have width 2*H*K + HV*V with K = {key_dim}, HV*V = {num_v_heads * value_dim}",
+            f"width {mixed_qkv.shape[1]}",
+            "q and k take equal widths that must be a multiple of K",
+        )
+    num_q_heads = qk_width // 2 // key_dim
+    if num_v_heads % num_q_heads:
+        _fail(
+            "mixed_qkv",
+            f"pack H q/k heads with HV = {num_v_heads} a multiple of H",
+            f"H = {num_q_heads}",
+        )
+    return DecodeShapes(batch, num_q_heads, num_v_heads, key_dim, value_dim, a2, dt1)
+
+
+def validate_replayssm_inputs(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    d_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+    force_flush: torch.Tensor | None,
+) -> DecodeShapes:
+    """Check a ReplaySSM step's inputs: the standard ones, then cursors and the three rings."""
+    s = validate_decode_inputs(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices)
+    batch, hv, h, k, v = s.batch, s.num_v_heads, s.num_q_heads, s.key_dim, s.value_dim
+
+    for name, t in (("write_pos", write_pos), ("force_flush", force_flush)):
+        if t is None:
+            continue
+        if t.ndim != 1 or t.dtype is not torch.int32:
+            _fail(name, "be a 1-D int32 tensor of shape [B]", f"{t.dtype} of shape {_shape(t)}")
+        if tuple(t.shape) != (batch,):
+            _fail(name, f"have shape [B] = [{batch}]", f"{_shape(t)}")
+
+    for name, t in (("d_cache", d_cache), ("k_cache", k_cache), ("g_cache", g_cache)):
+        if t.ndim != 4:
+            _fail(name, "be a 4-D ring [slots, heads, L, dim]", f"{t.ndim}-D shape {_shape(t)}")
+        if not t.dtype.is_floating_point:
+            _fail(name, "have a floating dtype", f"{t.dtype}")
+    cache_length = d_cache.shape[2]
+    if cache_length < 1:
+        _fail("d_cache", "have a ring length L = d_cache.shape[2] of at least 1", f"shape {_shape(d_cache)}")
+
+    def check_ring(name, t, heads, head_name, dim, dim_name, other_dim, other_name):
+        want = (heads, cache_length, dim)
+        if tuple(t.shape[1:]) == want:
+            return
+        got = tuple(t.shape[1:])
+        hint = None
+        if got[2] == other_dim and other_dim != dim:
+            hint = f"last dim equals {other_name}, but {name} holds {dim_name}-sized entries"
+        elif got[0] != heads:
+            hint = f"dim 1 should count {head_name} heads ({heads})"
+        elif got[1] != cache_length:
+            hint = "every ring must have d_cache's length L"
+        _fail(
+            name,
+            f"have shape [slots, {head_name}, L, {dim_name}] = [*, {heads}, {cache_length}, {dim}]",
+            _shape(t),
+            hint,
+        )
+
+    check_ring("d_cache", d_cache, hv, "HV", v, "V", k, "key_dim (K)")
+    check_ring("k_cache", k_cache, h, "H", k, "K", v, "value_dim (V)")
+    if g_cache.shape[1] == h and h != hv and tuple(g_cache.shape[2:]) == (cache_length, k):
+        _fail(
+            "g_cache",
+            f"have shape [slots, HV, L, K] = [*, {hv}, {cache_length}, {k}]",
+            _shape(g_cache),
+            "grouped by q/k heads (H), but the gate is per value head (HV)",
+        )
+    want_g = (hv, cache_length, k)
+    if tuple(g_cache.shape[1:]) != want_g:
+        hint = None
+        if g_cache.shape[3] == v and v != k:
+            hint = "last dim equals value_dim, but the gate shares key_dim"
+        elif g_cache.shape[2] != cache_length:
+            hint = "every ring must have d_cache's length L"
+        _fail("g_cache", f"have shape [slots, HV, L, K] = [*, {hv}, {cache_length}, {k}]", _shape(g_cache), hint)
+    allowed_g = (torch.float32, torch.float64) if initial_state.dtype is torch.float64 else (torch.float32,)
+    if g_cache.dtype not in allowed_g:
+        _fail(
+            "g_cache",
+            "have dtype torch.float32" + (" or torch.float64" if len(allowed_g) == 2 else ""),
+            f"{g_cache.dtype}",
+            "log decays summed over the ring lose too much in 16-bit",
+        )
+
+    device = mixed_qkv.device
+    named = {"d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache, "write_pos": write_pos}
+    if force_flush is not None:
+        named["force_flush"] = force_flush
+    for name, t in named.items():
+        if t.device != device:
+            _fail(name, f"be on mixed_qkv's device {device}", f"{t.device}")
+    return DecodeShapes(batch, h, hv, k, v, s.a, s.dt_bias, cache_length)
+
+
+def should_check_values(check_values: bool | None, device: torch.device) -> bool:
+    """``None`` means: check when it is free (CPU), skip on accelerators (it would sync the host)."""
+    return device.type == "cpu" if check_values is None else bool(check_values)
+
+
+def check_runtime_values(
+    ssm_state_indices: torch.Tensor,
+    state_tensors: dict[str, torch.Tensor],
+    *,
+    write_pos: torch.Tensor | None = None,
+    cache_length: int | None = None,
+) -> None:
+    """Check the preconditions that depend on tensor values. Reads device memory: syncs the host.
+
+    * every non-negative slot index is below the slot count of every tensor in ``state_tensors``;
+    * no non-negative slot appears twice in one batch (rows would race on the same state);
+    * ``0 <= write_pos < L`` on non-padding rows.
+    """
+    idx = ssm_state_indices.detach().to("cpu", torch.int64)
+    valid = idx >= 0
+    used = idx[valid]
+    for name, t in state_tensors.items():
+        slots = t.shape[0]
+        if used.numel() and int(used.max()) >= slots:
+            bad = int(used.max())
+            _fail(
+                "ssm_state_indices",
+                f"index slots of `{name}` (0 <= index < {slots}) on non-padding rows",
+                f"index {bad}",
+                f"`{name}` has shape {_shape(t)}",
+            )
+    uniq, counts = torch.unique(used, return_counts=True)
+    if (counts > 1).any():
+        dup = uniq[counts > 1].tolist()
+        _fail(
+            "ssm_state_indices",
+            "not repeat a non-negative slot within one batch",
+            f"slot(s) {dup} used by several rows",
+            "two rows would update the same state in place",
+        )
+    if write_pos is not None:
+        wp = write_pos.detach().to("cpu", torch.int64)[valid]
+        bad = (wp < 0) | (wp >= cache_length)
+        if bad.any():
+            rows = valid.nonzero().squeeze(1)[bad].tolist()
+            _fail(
+                "write_pos",
+                f"lie in [0, L-1] = [0, {cache_length - 1}] on non-padding rows",
+                f"{wp[bad].tolist()} on rows {rows}",
+                "advance it with advance_write_pos(); reset it to 0 after a flush or a new checkpoint",
+            )
+
+
+_KERNEL_STATE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def check_kernel_support(shapes: DecodeShapes, initial_state: torch.Tensor, out: torch.Tensor) -> None:
+    """What the Helion kernels support beyond the shared validation (the reference takes any float)."""
+    if initial_state.dtype not in _KERNEL_STATE_DTYPES:
+        _fail(
+            "initial_state",
+            "have dtype float32, bfloat16 or float16 for the Helion kernels",
+            f"{initial_state.dtype}",
+            "use replayssm_ref for float64",
+        )
+    if out.dtype not in _KERNEL_STATE_DTYPES:
+        _fail("out", "have dtype float32, bfloat16 or float16 for the Helion kernels", f"{out.dtype}")
+    for name, n in (("K", shapes.key_dim), ("V", shapes.value_dim)):
+        if not 16 <= n <= 256:
+            _fail("initial_state", f"have {name} in [16, 256] for the Helion kernels", f"{name} = {n}")
