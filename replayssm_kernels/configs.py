@@ -1,0 +1,66 @@
+"""Tuned kernel configs as data: ``configs/<device>.json``, keyed by kernel / state dtype / shape class.
+
+A file looks like::
+
+    {"device": "NVIDIA H200", "tuned_by": "<command that produced it>",
+     "configs": {"replayssm/float32/K128-V128-LB16": {"block_sizes": [32], "num_warps": 4, ...}, ...}}
+
+Lookup falls back from the exact shape class to ``<kernel>/<dtype>/*`` to ``<kernel>/*/*``, and from the
+device's file to ``default.json``. Nothing here autotunes; ``python -m replayssm_kernels.tune`` writes
+these files on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+
+import helion
+import torch
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def device_key(device: torch.device | str) -> str:
+    """File stem for a device: ``nvidia_h200`` for an H200, ``cpu`` on the CPU."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type
+    return re.sub(r"[^a-z0-9]+", "_", torch.cuda.get_device_name(device).lower()).strip("_")
+
+
+def shape_class(kind: str, shapes) -> str:
+    from .kda_decode import ring_block
+
+    label = f"K{shapes.key_dim}-V{shapes.value_dim}"
+    if kind == "replayssm":
+        label += f"-LB{ring_block(shapes.cache_length)}"
+    return label
+
+
+@functools.cache
+def _read(stem: str) -> dict:
+    path = CONFIG_DIR / f"{stem}.json"
+    return json.loads(path.read_text())["configs"] if path.exists() else {}
+
+
+def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict, str]:
+    """(config dict, 'file:key' it came from)."""
+    for stem in (device_stem, "default"):
+        table = _read(stem)
+        for key in (f"{kind}/{dtype_name}/{cls}", f"{kind}/{dtype_name}/*", f"{kind}/*/*"):
+            if key in table:
+                return table[key], f"{stem}:{key}"
+    raise LookupError(f"no config for {kind}/{dtype_name}/{cls} in {CONFIG_DIR} (default.json is missing?)")
+
+
+def load_config(kind: str, device, dtype: torch.dtype, shapes) -> helion.Config:
+    stem = device_key(device)
+    cfg, _ = lookup(kind, stem, DTYPE_NAMES[dtype], shape_class(kind, shapes))
+    cfg = dict(cfg)
+    # A block wider than V is pointless; clamp so one table serves every V.
+    cfg["block_sizes"] = [min(bs, shapes.value_dim) for bs in cfg["block_sizes"]]
+    return helion.Config(**cfg)

@@ -1,0 +1,351 @@
+"""Helion kernels for KDA decode: ReplaySSM (checkpoint + ring) and the standard recurrence.
+
+Both kernels launch one program per (row, value head, V tile) and keep the full K width of the state
+tile in registers. They mirror ``replayssm_ref.replay`` and ``replayssm_ref.recurrence`` line by line;
+the names (``S0``, ``gamma``, ``kappa``, ``W``, ``u``) are the reference's.
+
+ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two mat-vecs with it,
+
+    S_rec x = S0 (e^Gamma * x) + sum_{i<c} d_i (W_i * kappa_i . x),
+
+so a step reads the checkpoint tile once, the ``c`` live ring entries once, and writes one ring entry.
+The rebuilt state is formed (one small matmul, ``d^T (W * kappa)``) only on flush rows, which then
+write the checkpoint. Nothing branches on the host: cursors, flushes and padding are device values,
+so a step can be captured in a CUDA graph and replayed with new cursors.
+"""
+
+from __future__ import annotations
+
+
+import helion
+import helion.language as hl
+import torch
+
+from .configs import load_config
+
+LOG1P_THRESHOLD = 20.0  # softplus(x) = x above this, as in the reference
+L2NORM_EPS = 1e-6
+
+
+def ring_block(cache_length: int) -> int:
+    """Ring entries held per program: a power of two, at least 16 (the smallest tensor-core tile)."""
+    return max(16, 1 << (cache_length - 1).bit_length())
+
+
+def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NORM, BOUNDED):
+    """Shared by both kernels: normalise q/k, build the gate g and beta (all fp32).
+
+    Helion inlines this at trace time; it is plain tensor code.
+    """
+    q = q_t.to(torch.float32)
+    k = k_t.to(torch.float32)
+    if USE_L2NORM:
+        q = q / torch.sqrt((q * q).sum(0) + L2NORM_EPS)  # not rsqrt: Triton's interpreter lacks it
+        k = k / torch.sqrt((k * k).sum(0) + L2NORM_EPS)
+    q = q * scale
+    x = a_t.to(torch.float32) + dt_t.to(torch.float32)
+    A = torch.exp(A_log_j.to(torch.float32))
+    if BOUNDED:
+        g = lower_bound * torch.sigmoid(A * x)
+    else:
+        # where() with two tensors: a Python scalar branch breaks TRITON_INTERPRET codegen.
+        g = -A * torch.where(x <= LOG1P_THRESHOLD, torch.log1p(torch.exp(torch.minimum(x, x * 0 + 20.0))), x)
+    beta = torch.sigmoid(b_t.to(torch.float32))
+    return q, k, g, beta
+
+
+def _slot_rows(t: torch.Tensor) -> torch.Tensor:
+    """Drop the leading size-1 slot axis of a tile loaded with a slot *vector* index.
+
+    Helion 1.5 generates wrong Triton code for a 0-d tensor used as an index, so slots are indexed
+    with the 1-element vector ``ssm_state_indices[tile_b]`` and the axis is summed away (free).
+    """
+    return t.sum(0)
+
+
+def _ring_weights(g_cache, k_cache, slot, j, h, tile_l):
+    """(gamma, W * kappa) of the live ring entries in ``tile_l``: ``W_i = exp(sum_{i<m<c} gamma_m)``.
+
+    The tile spans ``[0, c)``, so entries past the cursor are masked to zero (stale data never read).
+    """
+    gamma = _slot_rows(g_cache[slot, j, tile_l, :]).to(torch.float32)
+    kappa = _slot_rows(k_cache[slot, h, tile_l, :]).to(torch.float32)
+    after = hl.cumsum(gamma, 0, reverse=True) - gamma
+    return gamma, torch.exp(after) * kappa
+
+
+def _replayssm_body(
+    q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
+    k_view: torch.Tensor,  # [B, H, K]
+    v_view: torch.Tensor,  # [B, HV, V]
+    a3: torch.Tensor,  # [B, HV, K]
+    b: torch.Tensor,  # [B, HV]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K]
+    d_cache: torch.Tensor,  # [slots, HV, L, V]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    out: torch.Tensor,  # [B, 1, HV, V]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor,  # [B] int32 (write_pos as a stand-in when HAS_FORCE is False)
+    scale: float,
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+    HAS_FORCE: hl.constexpr,
+) -> torch.Tensor:
+    B = q_view.size(0)
+    H = hl.specialize(q_view.size(1))
+    K = hl.specialize(q_view.size(2))
+    HV = hl.specialize(v_view.size(1))
+    V = hl.specialize(v_view.size(2))
+    L = hl.specialize(d_cache.size(2))
+    HPQ = HV // H
+    LB = ring_block(L)
+    block_v = hl.register_block_size(V)
+    for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
+        row = tile_b.begin
+        j = tile_j.begin
+        h = j // HPQ
+        valid = ssm_state_indices[row] >= 0
+        slot = ssm_state_indices[tile_b]  # [1]
+        slot = torch.where(slot >= 0, slot, slot * 0)  # padding rows read slot 0 and write nothing
+        c = torch.where(valid, write_pos[row], write_pos[row] * 0)  # padding rows replay nothing
+
+        q, k, g, beta = _token_body(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        alpha = torch.exp(g)
+        aq = alpha * q
+        ak = alpha * k
+        v = v_view[row, j, tile_v].to(torch.float32)
+        S0 = _slot_rows(initial_state[slot, j, tile_v, :]).to(torch.float32)  # [BV, K]
+
+        # 1. Replay the c live ring entries as two mat-vecs (the loop runs once, or never if c == 0).
+        decay_all = hl.full([K], 1.0, dtype=torch.float32)  # e^Gamma
+        ring_q = hl.zeros([tile_v], dtype=torch.float32)
+        ring_k = hl.zeros([tile_v], dtype=torch.float32)
+        for tile_l in hl.tile(0, c, block_size=LB):
+            gamma, kw = _ring_weights(g_cache, k_cache, slot, j, h, tile_l)  # [LB, K], zero past c
+            d = _slot_rows(d_cache[slot, j, tile_l, tile_v]).to(torch.float32)  # [LB, BV]
+            decay_all = torch.exp(gamma.sum(0))
+            ring_q = (d * (kw * aq[None, :]).sum(1)[:, None]).sum(0)
+            ring_k = (d * (kw * ak[None, :]).sum(1)[:, None]).sum(0)
+        sq = (S0 * (decay_all * aq)[None, :]).sum(1) + ring_q
+        sk = (S0 * (decay_all * ak)[None, :]).sum(1) + ring_k
+
+        # 2. The current token.
+        u = beta * (v - sk)
+        o = sq + u * (k * q).sum(0)
+        out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+
+        # 3. Flush rows rebuild the state (second pass over the ring) and write the checkpoint.
+        flush = c == L - 1
+        if HAS_FORCE:
+            flush = flush | (force_flush[row] != 0)
+        if valid & flush:
+            S_new = S0 * (decay_all * alpha)[None, :]
+            for tile_f in hl.tile(0, c, block_size=LB):  # same entries; new names (Helion types per loop)
+                _, kw_f = _ring_weights(g_cache, k_cache, slot, j, h, tile_f)
+                d_f = _slot_rows(d_cache[slot, j, tile_f, tile_v]).to(torch.float32)
+                S_new = S_new + d_f.T @ (kw_f * alpha[None, :])  # tensor-core dot: tf32 or ieee
+            S_new = S_new + u[:, None] * k[None, :]
+            initial_state[slot, j, tile_v, :] = S_new[None, :, :].to(initial_state.dtype)
+
+        # 4. Other rows append (u, k, g) at the cursor; k once per q/k head, g once per value head.
+        if valid & ~flush:
+            for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
+                d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
+                if tile_v.begin == 0:
+                    g_cache[slot, j, tile_c, :] = g[None, None, :]
+                    if j % HPQ == 0:
+                        k_cache[slot, h, tile_c, :] = k[None, None, :].to(k_cache.dtype)
+    return out
+
+
+def _standard_body(
+    q_view: torch.Tensor,
+    k_view: torch.Tensor,
+    v_view: torch.Tensor,
+    a3: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt2: torch.Tensor,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    scale: float,
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+) -> torch.Tensor:
+    B = q_view.size(0)
+    H = hl.specialize(q_view.size(1))
+    K = hl.specialize(q_view.size(2))
+    HV = hl.specialize(v_view.size(1))
+    V = hl.specialize(v_view.size(2))
+    HPQ = HV // H
+    block_v = hl.register_block_size(V)
+    for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
+        row = tile_b.begin
+        j = tile_j.begin
+        h = j // HPQ
+        valid = ssm_state_indices[row] >= 0
+        slot = ssm_state_indices[tile_b]
+        slot = torch.where(slot >= 0, slot, slot * 0)
+        q, k, g, beta = _token_body(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        v = v_view[row, j, tile_v].to(torch.float32)
+        S = _slot_rows(initial_state[slot, j, tile_v, :]).to(torch.float32) * torch.exp(g)[None, :]
+        u = beta * (v - (S * k[None, :]).sum(1))
+        S = S + u[:, None] * k[None, :]
+        o = (S * q[None, :]).sum(1)
+        out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+        if valid:
+            initial_state[slot, j, tile_v, :] = S[None, :, :].to(initial_state.dtype)
+    return out
+
+
+# Kernel objects are built per (precision, config) on first use and cached; nothing autotunes unless
+# a config is missing *and* the caller asked for autotuning (replayssm_kernels.tune).
+_KERNELS: dict[tuple, object] = {}
+
+
+def _kernel(body, config: helion.Config | None, dot_precision: str = "tf32"):
+    key = (body.__name__, None if config is None else repr(config), dot_precision)
+    if key not in _KERNELS:
+        kwargs = {"static_shapes": True, "dot_precision": dot_precision}
+        if config is not None:
+            kwargs["config"] = config
+        _KERNELS[key] = helion.kernel(**kwargs)(body)
+    return _KERNELS[key]
+
+
+def _views(mixed_qkv, a, dt_bias, shapes):
+    """Zero-copy per-head views of the packed inputs."""
+    B, H, HV, K, V = shapes.batch, shapes.num_q_heads, shapes.num_v_heads, shapes.key_dim, shapes.value_dim
+    q_view = mixed_qkv[:, : H * K].unflatten(1, (H, K))
+    k_view = mixed_qkv[:, H * K : 2 * H * K].unflatten(1, (H, K))
+    v_view = mixed_qkv[:, 2 * H * K :].unflatten(1, (HV, V))
+    return q_view, k_view, v_view, shapes.a.view(B, HV, K), shapes.dt_bias.view(HV, K)
+
+
+PRECISIONS = ("fast", "precise")
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"`precision` must be one of {PRECISIONS}; got {precision!r}")
+
+
+def helion_fused_recurrent_kda_replayssm_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    d_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+    force_flush: torch.Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    lower_bound: float | None = None,
+    *,
+    precision: str = "fast",
+    config: helion.Config | None = None,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One fused ReplaySSM decode step; same signature and semantics as
+    ``replayssm_ref.replayssm_decode_step`` (and as sglang's Helion kernel of the same name).
+
+    ``precision="fast"`` runs the flush-time rebuild ``d^T (W * kappa)`` as a tf32 tensor-core dot
+    (fp32 accumulation); ``"precise"`` as an ``ieee`` fp32 dot. Everything else, including every
+    non-flush step, is fp32 arithmetic in both modes. ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
+    """
+    from replayssm_ref.validation import (
+        check_kernel_support,
+        check_runtime_values,
+        should_check_values,
+        validate_replayssm_inputs,
+    )
+
+    shapes = validate_replayssm_inputs(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
+        out, ssm_state_indices, write_pos, force_flush,
+    )  # fmt: skip
+    check_kernel_support(shapes, initial_state, out)
+    _check_precision(precision)
+    if should_check_values(check_values, mixed_qkv.device):
+        rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
+        check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=shapes.cache_length)
+
+    if config is None:
+        config = load_config("replayssm", mixed_qkv.device, initial_state.dtype, shapes)
+    kernel = _kernel(_replayssm_body, config, "tf32" if precision == "fast" else "ieee")
+    q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
+    kernel(
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
+        ssm_state_indices, write_pos, write_pos if force_flush is None else force_flush,
+        float(scale), 0.0 if lower_bound is None else float(lower_bound),
+        bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None,
+    )  # fmt: skip
+    return out, initial_state
+
+
+def helion_fused_recurrent_kda_packed_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+    lower_bound: float | None = None,
+    *,
+    config: helion.Config | None = None,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Standard KDA decode (read state, update, write back); same semantics as
+    ``replayssm_ref.recurrent_decode_step``. The baseline ReplaySSM is measured against."""
+    from replayssm_ref.validation import (
+        check_kernel_support,
+        check_runtime_values,
+        should_check_values,
+        validate_decode_inputs,
+    )
+
+    shapes = validate_decode_inputs(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices)
+    check_kernel_support(shapes, initial_state, out)
+    if should_check_values(check_values, mixed_qkv.device):
+        check_runtime_values(ssm_state_indices, {"initial_state": initial_state})
+    if config is None:
+        config = load_config("standard", mixed_qkv.device, initial_state.dtype, shapes)
+    kernel = _kernel(_standard_body, config)
+    q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
+    kernel(
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, out, ssm_state_indices,
+        float(scale), 0.0 if lower_bound is None else float(lower_bound),
+        bool(use_qk_l2norm_in_kernel), lower_bound is not None,
+    )  # fmt: skip
+    return out, initial_state
+
+
+__all__ = [
+    "PRECISIONS",
+    "helion_fused_recurrent_kda_packed_decode",
+    "helion_fused_recurrent_kda_replayssm_decode",
+    "ring_block",
+]
