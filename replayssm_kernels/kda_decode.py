@@ -95,14 +95,13 @@ def _replayssm_body(
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
+    HPQ: hl.constexpr,  # value heads per q/k head
 ) -> torch.Tensor:
     B = q_view.size(0)
-    H = hl.specialize(q_view.size(1))
     K = hl.specialize(q_view.size(2))
-    HV = hl.specialize(v_view.size(1))
+    HV = v_view.size(1)
     V = hl.specialize(v_view.size(2))
     L = hl.specialize(d_cache.size(2))
-    HPQ = HV // H
     LB = ring_block(L)
     block_v = hl.register_block_size(V)
     for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
@@ -181,13 +180,12 @@ def _standard_body(
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
+    HPQ: hl.constexpr,
 ) -> torch.Tensor:
     B = q_view.size(0)
-    H = hl.specialize(q_view.size(1))
     K = hl.specialize(q_view.size(2))
-    HV = hl.specialize(v_view.size(1))
+    HV = v_view.size(1)
     V = hl.specialize(v_view.size(2))
-    HPQ = HV // H
     block_v = hl.register_block_size(V)
     for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
         row = tile_b.begin
@@ -219,7 +217,7 @@ _KERNELS: dict[tuple, object] = {}
 def _kernel(body, config: helion.Config | None, dot_precision: str = "tf32"):
     key = (body.__name__, None if config is None else repr(config), dot_precision)
     if key not in _KERNELS:
-        kwargs = {"static_shapes": True, "dot_precision": dot_precision}
+        kwargs = {"static_shapes": False, "dot_precision": dot_precision}
         if config is not None:
             kwargs["config"] = config
         _KERNELS[key] = helion.kernel(**kwargs)(body)
@@ -297,7 +295,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
         ssm_state_indices, write_pos, write_pos if force_flush is None else force_flush,
         float(scale), 0.0 if lower_bound is None else float(lower_bound),
-        bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None,
+        bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q,
     )  # fmt: skip
     return out, initial_state
 
@@ -338,7 +336,7 @@ def helion_fused_recurrent_kda_packed_decode(
     kernel(
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, out, ssm_state_indices,
         float(scale), 0.0 if lower_bound is None else float(lower_bound),
-        bool(use_qk_l2norm_in_kernel), lower_bound is not None,
+        bool(use_qk_l2norm_in_kernel), lower_bound is not None, shapes.heads_per_q,
     )  # fmt: skip
     return out, initial_state
 

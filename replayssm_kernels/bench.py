@@ -1,0 +1,308 @@
+"""``python -m replayssm_kernels.bench``: decode throughput of ReplaySSM vs standard decode vs the copy limit.
+
+Every implementation runs the same sweep in one process, on the same inputs:
+
+* ``replayssm_helion``     ours, one fused launch per step
+* ``standard_helion``      our standard decode (read state, update, write back)
+* ``fla_fused_recurrent``  FLA's ``fused_recurrent_kda`` as a single-token decode from a state pool
+                           (``state_v_first=True`` reads our ``[slots, HV, V, K]`` pool as is)
+
+Steady state, like a server: rows start at staggered cursors ``c0 = row % L`` and every launch in a
+timed cycle gets the cursors of its step (``(c0 + t) % L``, the schedule ``advance_write_pos`` gives),
+so natural flushes are spread over the steps and each row's cost is averaged over a full cycle. One
+CUDA graph holds ``sets x L`` steps, rotating through ``sets`` disjoint slot sets so the working set is
+several times the L2; the time per step is the median graph replay over the number of steps in it.
+The copy ceiling is a 1 GiB device-to-device copy timed with events in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from replayssm_ref.harness import Problem, random_token, random_weights
+from replayssm_ref.traffic import TrafficShape, replay_bytes_per_row, standard_bytes_per_row
+
+IMPLS = ("replayssm_helion", "standard_helion", "fla_fused_recurrent")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+CSV_COLUMNS = [
+    "impl", "batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "cache_length", "state_dtype",
+    "cache_dtype", "precision", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
+    "copy_gbps", "frac_of_copy", "steps_per_graph", "slot_sets", "device",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Case:
+    batch: int
+    num_q_heads: int
+    num_v_heads: int
+    key_dim: int
+    value_dim: int
+    cache_length: int
+    state_dtype: str
+    cache_dtype: str
+
+    def traffic(self) -> TrafficShape:
+        es = DTYPES[self.state_dtype].itemsize
+        ec = DTYPES[self.cache_dtype].itemsize
+        return TrafficShape(self.num_q_heads, self.num_v_heads, self.key_dim, self.value_dim, es, ec, ec, 2, 2)
+
+
+def cursor_schedule(batch: int, cache_length: int, device) -> list[torch.Tensor]:
+    """``write_pos`` for each of the L steps of one cycle, rows staggered by ``row % L``.
+
+    Equal to starting from ``c0`` and applying ``advance_write_pos`` after every step (no forced
+    flushes), which ``tests/test_bench.py`` checks."""
+    c0 = torch.arange(batch, device=device, dtype=torch.int32) % cache_length
+    return [((c0 + t) % cache_length).to(torch.int32) for t in range(cache_length)]
+
+
+def cycle_model_bytes(case: Case, impl: str) -> float:
+    """Model bytes per step, averaged over the steps of one timed cycle (exact for the schedule)."""
+    t = case.traffic()
+    if impl != "replayssm_helion":
+        return case.batch * standard_bytes_per_row(t)
+    L = case.cache_length
+    total = 0.0
+    for wp in cursor_schedule(case.batch, L, "cpu"):
+        total += sum(replay_bytes_per_row(t, int(c), int(c) == L - 1) for c in wp)
+    return total / L
+
+
+def measure_copy_gbps(device, nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy bandwidth (bytes read + written), events via ``triton.testing.do_bench``."""
+    import triton.testing
+
+    src = torch.randn(nbytes // 4, device=device)
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
+    del src, dst
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+def _slot_sets(case: Case, l2_bytes: int, max_sets: int) -> int:
+    t = case.traffic()
+    per_row = t.num_v_heads * (t.state_head_bytes + case.cache_length * t.entry_bytes)
+    return max(1, min(max_sets, math.ceil(4 * l2_bytes / (case.batch * per_row))))
+
+
+class Workload:
+    """State pool, rings and per-step inputs for one case; builds the step closures each impl times."""
+
+    def __init__(self, case: Case, sets: int, device, seed: int = 0):
+        self.case, self.sets, self.device = case, sets, device
+        L = case.cache_length
+        p = Problem(case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.value_dim, L, 0)
+        gen = torch.Generator().manual_seed(seed)
+        slots = case.batch * sets
+        sd, cd = DTYPES[case.state_dtype], DTYPES[case.cache_dtype]
+        HV, H, K, V = case.num_v_heads, case.num_q_heads, case.key_dim, case.value_dim
+        self.state = (torch.randn(slots, HV, V, K, device=device) * 0.1).to(sd)
+        self.d_cache = (torch.randn(slots, HV, L, V, device=device) * 0.1).to(cd)
+        self.k_cache = torch.nn.functional.normalize(torch.randn(slots, H, L, K, device=device), dim=-1).to(cd)
+        self.g_cache = -torch.rand(slots, HV, L, K, device=device) * 0.1
+        self.weights = random_weights(p, gen, device, torch.float32)
+        self.tokens = [random_token(p, gen, device, torch.bfloat16) for _ in range(L)]  # rotated per step
+        self.indices = [
+            torch.arange(s * case.batch, (s + 1) * case.batch, device=device, dtype=torch.int32) for s in range(sets)
+        ]
+        self.cursors = cursor_schedule(case.batch, L, device)
+        self.out = torch.empty(case.batch, 1, HV, V, device=device, dtype=torch.bfloat16)
+
+    def steps(self, impl: str, precision: str):
+        """The list of zero-argument launches that make one timed graph (sets x L steps)."""
+        from . import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
+
+        w, launches = self.weights, []
+        for idx, t in itertools.product(self.indices, range(self.case.cache_length)):
+            mixed, a, b = self.tokens[t]
+            if impl == "replayssm_helion":
+                wp = self.cursors[t]
+                launches.append(
+                    lambda mixed=mixed, a=a, b=b, idx=idx, wp=wp: helion_fused_recurrent_kda_replayssm_decode(
+                        mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache,
+                        self.g_cache, self.out, idx, wp, None, True, None, precision=precision, check_values=False,
+                    )
+                )  # fmt: skip
+            elif impl == "standard_helion":
+                launches.append(
+                    lambda mixed=mixed, a=a, b=b, idx=idx: helion_fused_recurrent_kda_packed_decode(
+                        mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None,
+                        check_values=False,
+                    )
+                )  # fmt: skip
+            elif impl == "fla_fused_recurrent":
+                launches.append(self._fla_step(mixed, a, b, idx))
+            else:
+                raise ValueError(f"unknown impl {impl!r}")
+        return launches
+
+    def _fla_step(self, mixed, a, b, idx):
+        """FLA's recurrent KDA kernel as a single-token decode: T=1 per sequence via cu_seqlens."""
+        from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
+
+        c = self.case
+        B, H, HV, K, V = c.batch, c.num_q_heads, c.num_v_heads, c.key_dim, c.value_dim
+        q = mixed[:, : H * K].reshape(1, B, H, K)
+        k = mixed[:, H * K : 2 * H * K].reshape(1, B, H, K)
+        v = mixed[:, 2 * H * K :].reshape(1, B, HV, V)
+        g = a.reshape(1, B, HV, K)
+        beta = b.reshape(1, B, HV)
+        cu = torch.arange(B + 1, device=self.device, dtype=torch.long)
+        out = self.out.view(1, B, HV, V)
+        w = self.weights
+
+        def step():
+            fused_recurrent_kda_fwd(
+                q=q, k=k, v=v, g=g, beta=beta, A_log=w.A_log, dt_bias=w.dt_bias, initial_state=self.state,
+                scale=w.scale, inplace_final_state=True, state_v_first=True, cu_seqlens=cu,
+                ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                use_beta_sigmoid_in_kernel=True, out=out,
+            )  # fmt: skip
+
+        return step
+
+
+def time_graph(launches, warmup_ms: int = 25, rep_ms: int = 200) -> tuple[float, float, float]:
+    """(median, p20, p80) microseconds per launch of a CUDA graph holding ``launches``."""
+    import triton.testing
+
+    for f in launches:  # compile and warm up outside the graph
+        f()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for f in launches:
+            f()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for f in launches:
+            f()
+    q = triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+    n = len(launches)
+    return tuple(x * 1e3 / n for x in q)
+
+
+def build_cases(args) -> list[Case]:
+    cases = []
+    for B, HV, gqa, L, (sd, cd), kv in itertools.product(
+        args.batch, args.heads, args.gqa, args.cache_lengths, args.dtype_pairs, args.dims
+    ):
+        if HV % gqa:
+            continue
+        cases.append(Case(B, HV // gqa, HV, kv, kv, L, sd, cd))
+    return cases
+
+
+def _dtype_pair(text: str) -> tuple[str, str]:
+    s, _, c = text.partition("/")
+    if s not in DTYPES or c not in DTYPES:
+        raise argparse.ArgumentTypeError(f"expected STATE/CACHE dtypes like float32/bfloat16, got {text!r}")
+    return s, c
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 64, 256])
+    ap.add_argument("--heads", type=int, nargs="+", default=[8, 16, 32, 64], help="HV values")
+    ap.add_argument("--gqa", type=int, nargs="+", default=[1, 2], help="HV/H ratios")
+    ap.add_argument("--dims", type=int, nargs="+", default=[128], help="K = V values")
+    ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    ap.add_argument(
+        "--dtype-pairs", type=_dtype_pair, nargs="+",
+        default=[("float32", "bfloat16"), ("float32", "float32"), ("bfloat16", "bfloat16")],
+        help="state/ring dtype pairs",
+    )  # fmt: skip
+    ap.add_argument("--impls", nargs="+", choices=IMPLS, default=list(IMPLS))
+    ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
+    ap.add_argument("--max-sets", type=int, default=64, help="cap on rotated slot sets per graph")
+    ap.add_argument("--rep-ms", type=int, default=200)
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    ap.add_argument("--csv-name", default="decode_throughput.csv")
+    ap.add_argument("--append", action="store_true", help="add rows to an existing CSV instead of replacing it")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    import pandas as pd
+
+    from .envinfo import write_env_json
+
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("the benchmark needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    props = torch.cuda.get_device_properties(device)
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    copy_gbps = measure_copy_gbps(device)
+    print(f"copy ceiling: {copy_gbps:.0f} GB/s on {props.name}", flush=True)
+
+    cases = build_cases(args)
+    rows, seen_baselines = [], set()
+    from rich.progress import Progress
+
+    with Progress(disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("sweep", total=len(cases))
+        for case in cases:
+            sets = _slot_sets(case, l2, args.max_sets)
+            work = Workload(case, sets, device)
+            for impl in args.impls:
+                # Baselines do not depend on L or the ring dtype: time them once per shape, at L=1 sets.
+                key = (impl, case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.state_dtype)
+                if impl != "replayssm_helion":
+                    if key in seen_baselines:
+                        continue
+                    seen_baselines.add(key)
+                try:
+                    med, p20, p80 = time_graph(work.steps(impl, args.precision), rep_ms=args.rep_ms)
+                except Exception as exc:  # a failing impl is recorded, not hidden
+                    print(f"{impl} {case}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                    continue
+                nbytes = cycle_model_bytes(case, impl)
+                gbps = nbytes / (med * 1e-6) / 1e9
+                rows.append(
+                    {
+                        "impl": impl, "batch": case.batch, "num_q_heads": case.num_q_heads,
+                        "num_v_heads": case.num_v_heads, "key_dim": case.key_dim, "value_dim": case.value_dim,
+                        "cache_length": case.cache_length if impl == "replayssm_helion" else 0,
+                        "state_dtype": case.state_dtype,
+                        "cache_dtype": case.cache_dtype if impl == "replayssm_helion" else "",
+                        "precision": args.precision if impl == "replayssm_helion" else "",
+                        "us_per_step": med, "us_p20": p20, "us_p80": p80, "model_bytes_per_step": nbytes,
+                        "gbps_effective": gbps, "copy_gbps": copy_gbps, "frac_of_copy": gbps / copy_gbps,
+                        "steps_per_graph": sets * case.cache_length, "slot_sets": sets, "device": props.name,
+                    }
+                )  # fmt: skip
+                print(
+                    f"{impl:20s} B={case.batch:<3d} H={case.num_q_heads:<2d} HV={case.num_v_heads:<2d} "
+                    f"K=V={case.key_dim} L={case.cache_length:<2d} {case.state_dtype}/{case.cache_dtype}: "
+                    f"{med:8.2f} us/step  {gbps:6.0f} GB/s ({gbps / copy_gbps:.0%} of copy)",
+                    flush=True,
+                )
+            del work
+            torch.cuda.empty_cache()
+            bar.advance(task)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv = args.out / args.csv_name
+    df = pd.DataFrame(rows, columns=CSV_COLUMNS)
+    if args.append and csv.exists():
+        df = pd.concat([pd.read_csv(csv), df], ignore_index=True)
+    df.to_csv(csv, index=False)
+    write_env_json(args.out / "env.json", config=vars(args) | {"copy_gbps": copy_gbps, "command": " ".join(sys.argv)})
+    print(f"wrote {csv} ({len(df)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""GPU-only kernel tests (marker ``gpu``; skipped without CUDA). Run on an H200 before a release:
+``python -m pytest -m gpu`` and ``python -m replayssm_kernels.gpu_check``."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from replayssm_kernels import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
+from replayssm_ref import ReplaySSMCache, replayssm_decode_step
+from replayssm_ref.harness import Problem, random_token, random_weights, relative_error, run_sequence
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("L", [1, 4, 16, 64])
+@pytest.mark.parametrize("hv,gqa", [(4, 1), (16, 2), (32, 1), (32, 2)])
+def test_replayssm_matches_float64_reference(hv, gqa, L, state_dtype):
+    p = Problem(8, hv // gqa, hv, 128, 128, L)
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="fast")
+    r = run_sequence(
+        p, steps=3 * L + 2, replay_fn=fn, state_dtype=state_dtype, cache_dtype=torch.bfloat16,
+        input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device="cuda", p_force=0.2, seed=L,
+    )  # fmt: skip
+    tol = 5e-3 if state_dtype is torch.float32 else 3e-2
+    assert not r.nonfinite and r.untouched_ok
+    assert r.max_rel <= tol, (r.max_out_rel, r.max_state_rel)
+
+
+def test_standard_matches_float64_reference():
+    p = Problem(8, 16, 32, 128, 128, 1)
+    r = run_sequence(
+        p, steps=6, standard=True, replay_fn=helion_fused_recurrent_kda_packed_decode, state_dtype=torch.float32,
+        input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device="cuda",
+    )  # fmt: skip
+    assert r.max_rel <= 5e-3 and not r.nonfinite and r.untouched_ok
+
+
+def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes():
+    """Capture one step, then change write_pos / force_flush in place between replays: each replay
+    must equal an eager reference step with the new values (strided state slots included)."""
+    p = Problem(6, 2, 4, 128, 128, 4, spare_slots=3)
+    dev = "cuda"
+    gen = torch.Generator().manual_seed(0)
+    w = random_weights(p, gen, dev, torch.float32)
+    mixed, a, b = random_token(p, gen, dev, torch.bfloat16)
+    # A padded slot stride: the state is a strided view into a larger buffer.
+    buf = torch.randn(p.num_slots, p.num_v_heads + 1, p.value_dim, p.key_dim, device=dev) * 0.3
+    state = buf[:, 1:]
+    cache = ReplaySSMCache.allocate(
+        num_slots=p.num_slots, batch=p.batch, num_q_heads=p.num_q_heads, num_v_heads=p.num_v_heads,
+        key_dim=p.key_dim, value_dim=p.value_dim, cache_length=p.cache_length, cache_dtype=torch.float32, device=dev,
+    )  # fmt: skip
+    cache.d_cache.normal_(0, 0.1)
+    cache.k_cache.normal_(0, 0.1)
+    cache.g_cache.uniform_(-0.2, 0)
+    idx = torch.tensor([0, 2, -1, 4, 5, 7], device=dev, dtype=torch.int32)
+    force = torch.zeros(p.batch, device=dev, dtype=torch.int32)
+    out = torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, device=dev, dtype=torch.float32)
+
+    def step():
+        helion_fused_recurrent_kda_replayssm_decode(
+            mixed, a, b, w.A_log, w.dt_bias, w.scale, state, cache.d_cache, cache.k_cache, cache.g_cache, out,
+            idx, cache.write_pos, force, True, None, precision="precise", check_values=False,
+        )  # fmt: skip
+
+    snapshot = [t.clone() for t in (buf, cache.d_cache, cache.k_cache, cache.g_cache)]
+    step()  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for wp, ff in [([0, 1, 2, 3, 0, 2], [0] * 6), ([3, 0, 1, 2, 1, 3], [0, 1, 0, 0, -1, 0]), ([2] * 6, [1] * 6)]:
+        for t, s in zip((buf, cache.d_cache, cache.k_cache, cache.g_cache), snapshot, strict=True):
+            t.copy_(s)
+        cache.write_pos.copy_(torch.tensor(wp, dtype=torch.int32))
+        force.copy_(torch.tensor(ff, dtype=torch.int32))
+        ref_state = state.double().clone()
+        ref_rings = [cache.d_cache.double().clone(), cache.k_cache.double().clone(), cache.g_cache.double().clone()]
+        ref_out = torch.empty_like(out, dtype=torch.float64)
+        replayssm_decode_step(
+            mixed.double(), a.double(), b.double(), w.A_log.double(), w.dt_bias.double(), w.scale, ref_state,
+            *ref_rings, ref_out, idx, cache.write_pos, force, True, None,
+        )  # fmt: skip
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert relative_error(out, ref_out) < 1e-4
+        assert relative_error(state, ref_state) < 1e-4
+        assert relative_error(cache.d_cache, ref_rings[0]) < 1e-4
+        assert torch.equal(buf[:, 0], snapshot[0][:, 0])  # the padding head of the strided buffer is untouched
