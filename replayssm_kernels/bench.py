@@ -116,7 +116,7 @@ class Workload:
         self.cursors = cursor_schedule(case.batch, L, device)
         self.out = torch.empty(case.batch, 1, HV, V, device=device, dtype=torch.bfloat16)
 
-    def steps(self, impl: str, precision: str):
+    def steps(self, impl: str, precision: str, config=None):
         """The list of zero-argument launches that make one timed graph (sets x L steps)."""
         from . import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
 
@@ -129,13 +129,14 @@ class Workload:
                     lambda mixed=mixed, a=a, b=b, idx=idx, wp=wp: helion_fused_recurrent_kda_replayssm_decode(
                         mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache,
                         self.g_cache, self.out, idx, wp, None, True, None, precision=precision, check_values=False,
+                        config=config,
                     )
                 )  # fmt: skip
             elif impl == "standard_helion":
                 launches.append(
                     lambda mixed=mixed, a=a, b=b, idx=idx: helion_fused_recurrent_kda_packed_decode(
                         mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None,
-                        check_values=False,
+                        check_values=False, config=config,
                     )
                 )  # fmt: skip
             elif impl == "fla_fused_recurrent":

@@ -36,7 +36,7 @@ def shape_class(kind: str, shapes) -> str:
     from .kda_decode import ring_block
 
     label = f"K{shapes.key_dim}-V{shapes.value_dim}"
-    if kind == "replayssm":
+    if kind.startswith("replayssm"):
         label += f"-LB{ring_block(shapes.cache_length)}"
     return label
 
@@ -49,11 +49,13 @@ def _read(stem: str) -> dict:
 
 def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict, str]:
     """(config dict, 'file:key' it came from)."""
+    kinds = [kind, kind.split("-")[0]] if "-" in kind else [kind]  # replayssm-precise falls back to replayssm
     for stem in (device_stem, "default"):
         table = _read(stem)
-        for key in (f"{kind}/{dtype_name}/{cls}", f"{kind}/{dtype_name}/*", f"{kind}/*/*"):
-            if key in table:
-                return table[key], f"{stem}:{key}"
+        for k in kinds:
+            for key in (f"{k}/{dtype_name}/{cls}", f"{k}/{dtype_name}/*", f"{k}/*/*"):
+                if key in table:
+                    return table[key], f"{stem}:{key}"
     raise LookupError(f"no config for {kind}/{dtype_name}/{cls} in {CONFIG_DIR} (default.json is missing?)")
 
 

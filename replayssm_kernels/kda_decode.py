@@ -16,7 +16,6 @@ so a step can be captured in a CUDA graph and replayed with new cursors.
 
 from __future__ import annotations
 
-
 import helion
 import helion.language as hl
 import torch
@@ -96,6 +95,7 @@ def _replayssm_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,  # value heads per q/k head
+    FOLD_WITH_DOT: hl.constexpr,  # flush rebuild: tensor-core dot (fast) or sequential fp32 fold (precise)
 ) -> torch.Tensor:
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
@@ -146,11 +146,20 @@ def _replayssm_body(
         if HAS_FORCE:
             flush = flush | (force_flush[row] != 0)
         if valid & flush:
-            S_new = S0 * (decay_all * alpha)[None, :]
-            for tile_f in hl.tile(0, c, block_size=LB):  # same entries; new names (Helion types per loop)
-                _, kw_f = _ring_weights(g_cache, k_cache, slot, j, h, tile_f)
-                d_f = _slot_rows(d_cache[slot, j, tile_f, tile_v]).to(torch.float32)
-                S_new = S_new + d_f.T @ (kw_f * alpha[None, :])  # tensor-core dot: tf32 or ieee
+            if FOLD_WITH_DOT:  # "fast": S_rec = S0 e^Gamma + d^T (W * kappa) as one tf32 tensor-core dot
+                S_new = S0 * (decay_all * alpha)[None, :]
+                for tile_f in hl.tile(0, c, block_size=LB):  # same entries; new names (Helion types per loop)
+                    _, kw_f = _ring_weights(g_cache, k_cache, slot, j, h, tile_f)
+                    d_f = _slot_rows(d_cache[slot, j, tile_f, tile_v]).to(torch.float32)
+                    S_new = S_new + d_f.T @ (kw_f * alpha[None, :])
+            else:  # "precise": fold the entries one by one in fp32, S <- S e^gamma_i + d_i kappa_i^T
+                S_new = S0
+                for tile_i in hl.tile(0, c, block_size=1):
+                    gamma_i = _slot_rows(_slot_rows(g_cache[slot, j, tile_i, :])).to(torch.float32)  # [K]
+                    kappa_i = _slot_rows(_slot_rows(k_cache[slot, h, tile_i, :])).to(torch.float32)
+                    d_i = _slot_rows(_slot_rows(d_cache[slot, j, tile_i, tile_v])).to(torch.float32)  # [BV]
+                    S_new = S_new * torch.exp(gamma_i)[None, :] + d_i[:, None] * kappa_i[None, :]
+                S_new = S_new * alpha[None, :]
             S_new = S_new + u[:, None] * k[None, :]
             initial_state[slot, j, tile_v, :] = S_new[None, :, :].to(initial_state.dtype)
 
@@ -214,10 +223,11 @@ def _standard_body(
 _KERNELS: dict[tuple, object] = {}
 
 
-def _kernel(body, config: helion.Config | None, dot_precision: str = "tf32"):
-    key = (body.__name__, None if config is None else repr(config), dot_precision)
+def _kernel(body, config: helion.Config | None):
+    """The Helion kernel for ``body`` with a fixed config; ``None`` (tuning only) lets Helion autotune."""
+    key = (body.__name__, None if config is None else repr(config))
     if key not in _KERNELS:
-        kwargs = {"static_shapes": False, "dot_precision": dot_precision}
+        kwargs = {"static_shapes": False, "dot_precision": "tf32"}
         if config is not None:
             kwargs["config"] = config
         _KERNELS[key] = helion.kernel(**kwargs)(body)
@@ -234,6 +244,14 @@ def _views(mixed_qkv, a, dt_bias, shapes):
 
 
 PRECISIONS = ("fast", "precise")
+
+
+def _resolve_config(config, kind, device, dtype, shapes) -> helion.Config | None:
+    """An explicit ``helion.Config`` wins; ``None`` reads the tuned table; ``"autotune"`` (used only by
+    ``replayssm_kernels.tune --search helion``) leaves the choice to Helion's autotuner."""
+    if config == "autotune":
+        return None
+    return config if config is not None else load_config(kind, device, dtype, shapes)
 
 
 def _check_precision(precision: str) -> None:
@@ -260,15 +278,16 @@ def helion_fused_recurrent_kda_replayssm_decode(
     lower_bound: float | None = None,
     *,
     precision: str = "fast",
-    config: helion.Config | None = None,
+    config: helion.Config | str | None = None,
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One fused ReplaySSM decode step; same signature and semantics as
     ``replayssm_ref.replayssm_decode_step`` (and as sglang's Helion kernel of the same name).
 
-    ``precision="fast"`` runs the flush-time rebuild ``d^T (W * kappa)`` as a tf32 tensor-core dot
-    (fp32 accumulation); ``"precise"`` as an ``ieee`` fp32 dot. Everything else, including every
-    non-flush step, is fp32 arithmetic in both modes. ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
+    Precision modes differ only on flush rows, in how the state is rebuilt before the checkpoint
+    write: ``"fast"`` computes ``S0 e^Gamma + d^T (W * kappa)`` as one tf32 tensor-core dot (fp32
+    accumulation); ``"precise"`` folds the ring entries one by one in fp32 (``S <- S e^gamma_i +
+    d_i kappa_i^T``, the recurrence's own order). Outputs and non-flush steps are fp32 in both. ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """
     from replayssm_ref.validation import (
         check_kernel_support,
@@ -287,15 +306,16 @@ def helion_fused_recurrent_kda_replayssm_decode(
         rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
         check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=shapes.cache_length)
 
-    if config is None:
-        config = load_config("replayssm", mixed_qkv.device, initial_state.dtype, shapes)
-    kernel = _kernel(_replayssm_body, config, "tf32" if precision == "fast" else "ieee")
+    kind = "replayssm" if precision == "fast" else "replayssm-precise"
+    config = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
+    kernel = _kernel(_replayssm_body, config)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     kernel(
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
         ssm_state_indices, write_pos, write_pos if force_flush is None else force_flush,
         float(scale), 0.0 if lower_bound is None else float(lower_bound),
         bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q,
+        precision == "fast",
     )  # fmt: skip
     return out, initial_state
 
@@ -313,7 +333,7 @@ def helion_fused_recurrent_kda_packed_decode(
     use_qk_l2norm_in_kernel: bool = False,
     lower_bound: float | None = None,
     *,
-    config: helion.Config | None = None,
+    config: helion.Config | str | None = None,
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard KDA decode (read state, update, write back); same semantics as
@@ -329,8 +349,7 @@ def helion_fused_recurrent_kda_packed_decode(
     check_kernel_support(shapes, initial_state, out)
     if should_check_values(check_values, mixed_qkv.device):
         check_runtime_values(ssm_state_indices, {"initial_state": initial_state})
-    if config is None:
-        config = load_config("standard", mixed_qkv.device, initial_state.dtype, shapes)
+    config = _resolve_config(config, "standard", mixed_qkv.device, initial_state.dtype, shapes)
     kernel = _kernel(_standard_body, config)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     kernel(

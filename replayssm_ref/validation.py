@@ -130,7 +130,9 @@ def validate_decode_inputs(
     if initial_state.ndim != 4:
         _fail("initial_state", "have shape [slots, HV, V, K]", f"{initial_state.ndim}-D shape {_shape(initial_state)}")
     if initial_state.stride(-1) != 1:
-        _fail("initial_state", "have last-dim stride 1 (slot views may be strided)", f"strides {initial_state.stride()}")
+        _fail(
+            "initial_state", "have last-dim stride 1 (slot views may be strided)", f"strides {initial_state.stride()}"
+        )
     _, num_v_heads, value_dim, key_dim = initial_state.shape
     if not _is_pow2(key_dim) or not _is_pow2(value_dim):
         _fail(

@@ -221,7 +221,9 @@ def test_extreme_gates_stay_finite_and_exact():
         torch.testing.assert_close(out, o_std, rtol=1e-12, atol=1e-12)
     x = torch.tensor([[30.0, -30.0]], dtype=F64)
     g = kda_log_decay(x, torch.zeros(2, dtype=F64), torch.zeros(1, dtype=F64))
-    torch.testing.assert_close(g, torch.tensor([[[-30.0, -torch.log1p(torch.exp(torch.tensor(-30.0))).item()]]]).double())
+    torch.testing.assert_close(
+        g, torch.tensor([[[-30.0, -torch.log1p(torch.exp(torch.tensor(-30.0))).item()]]]).double()
+    )
 
 
 def test_layout_variants_give_identical_results():

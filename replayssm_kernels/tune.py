@@ -1,0 +1,93 @@
+"""``python -m replayssm_kernels.tune``: write ``configs/<device>.json`` from timings on a GPU.
+
+Two ways, both recorded in the file's ``tuned_by``:
+
+* ``--search grid`` (default): time every config of a small explicit grid (V tile, warps, stages) with
+  the benchmark's CUDA-graph harness on a representative shape per class; keep the fastest. Minutes.
+* ``--search helion``: Helion's own autotuner on the same shapes (``helion.kernel`` with no config).
+  Much slower (tens of minutes per kernel); use it when the grid looks like it misses something.
+
+Nothing else in the project autotunes: the kernels only ever read these files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import helion
+import torch
+
+from .bench import Case, Workload, _dtype_pair, time_graph
+from .configs import CONFIG_DIR, device_key, shape_class
+
+GRID = {"block_sizes": [[32], [64], [128]], "num_warps": [4, 8], "num_stages": [1]}
+
+
+def grid_configs() -> list[dict]:
+    keys = list(GRID)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*GRID.values())]
+
+
+def main(argv=None) -> int:
+    import pandas as pd
+
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tune")
+    ap.add_argument("--search", choices=("grid", "helion"), default="grid")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--cache-lengths", type=int, nargs="+", default=[16, 32, 64], help="one per ring block class")
+    ap.add_argument(
+        "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16"), ("bfloat16", "bfloat16")]
+    )
+    ap.add_argument("--kernels", nargs="+", default=["replayssm/fast", "replayssm/precise", "standard"])
+    ap.add_argument("--trials-csv", type=Path, default=Path("results/tune/trials.csv"))
+    ap.add_argument("--rep-ms", type=int, default=60)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("tuning needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    path = CONFIG_DIR / f"{device_key(device)}.json"
+    table = json.loads(path.read_text())["configs"] if path.exists() else {}
+    trials = []
+    for (sd, cd), kernel in itertools.product(args.dtype_pairs, args.kernels):
+        kind, _, precision = kernel.partition("/")
+        lengths = args.cache_lengths if kind == "replayssm" else [1]
+        for L in lengths:
+            case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
+            work = Workload(case, sets=1, device=device)
+            impl = "replayssm_helion" if kind == "replayssm" else "standard_helion"
+            candidates = grid_configs() if args.search == "grid" else ["autotune"]
+            best = None
+            for cfg in candidates:
+                config = helion.Config(**cfg) if isinstance(cfg, dict) else cfg
+                try:
+                    us = time_graph(work.steps(impl, precision or "fast", config=config), rep_ms=args.rep_ms)[0]
+                except Exception as exc:  # e.g. out of registers / shared memory: skip the config
+                    print(f"  {kernel} L={L} {cfg}: {type(exc).__name__}", flush=True)
+                    continue
+                trials.append({"kernel": kernel, "state_dtype": sd, "cache_dtype": cd, "cache_length": L,
+                               "config": json.dumps(cfg), "us_per_step": us})  # fmt: skip
+                print(f"{kernel:18s} {sd}/{cd} L={L:<3d} {cfg}: {us:8.2f} us", flush=True)
+                if best is None or us < best[0]:
+                    best = (us, cfg)
+            if best is not None and isinstance(best[1], dict):
+                shapes = type("S", (), {"key_dim": args.dim, "value_dim": args.dim, "cache_length": L})
+                key = f"{kind}{'-' + precision if precision == 'precise' else ''}/{sd}/{shape_class(kind, shapes)}"
+                table[key] = best[1]
+    tuned_by = "python -m replayssm_kernels.tune " + " ".join(argv if argv is not None else sys.argv[1:])
+    doc = {"device": torch.cuda.get_device_name(), "tuned_by": tuned_by, "configs": dict(sorted(table.items()))}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    args.trials_csv.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(trials).to_csv(args.trials_csv, index=False)
+    print(f"wrote {path} and {args.trials_csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
