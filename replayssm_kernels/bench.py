@@ -83,7 +83,6 @@ def measure_copy_gbps(device, nbytes: int = 1 << 30) -> float:
     src = torch.randn(nbytes // 4, device=device)
     dst = torch.empty_like(src)
     ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
-    del src, dst
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 

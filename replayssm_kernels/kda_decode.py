@@ -192,7 +192,7 @@ def _standard_body(
     HPQ: hl.constexpr,
 ) -> torch.Tensor:
     B = q_view.size(0)
-    K = hl.specialize(q_view.size(2))
+    hl.specialize(q_view.size(2))  # K
     HV = v_view.size(1)
     V = hl.specialize(v_view.size(2))
     block_v = hl.register_block_size(V)
@@ -287,7 +287,8 @@ def helion_fused_recurrent_kda_replayssm_decode(
     Precision modes differ only on flush rows, in how the state is rebuilt before the checkpoint
     write: ``"fast"`` computes ``S0 e^Gamma + d^T (W * kappa)`` as one tf32 tensor-core dot (fp32
     accumulation); ``"precise"`` folds the ring entries one by one in fp32 (``S <- S e^gamma_i +
-    d_i kappa_i^T``, the recurrence's own order). Outputs and non-flush steps are fp32 in both. ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
+    d_i kappa_i^T``, the recurrence's own order). Outputs and non-flush steps are fp32 in both.
+    ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """
     from replayssm_ref.validation import (
         check_kernel_support,

@@ -49,9 +49,15 @@ def _setup(p: Problem, seed=0, dtype=F64, cache_dtype=None):
     w = random_weights(p, gen, "cpu", dtype)
     S = torch.randn(p.num_slots, p.num_v_heads, p.value_dim, p.key_dim, generator=gen, dtype=F64).to(dtype)
     cache = ReplaySSMCache.allocate(
-        num_slots=p.num_slots, batch=p.batch, num_q_heads=p.num_q_heads, num_v_heads=p.num_v_heads,
-        key_dim=p.key_dim, value_dim=p.value_dim, cache_length=p.cache_length, cache_dtype=cache_dtype or dtype,
-    )  # fmt: skip
+        num_slots=p.num_slots,
+        batch=p.batch,
+        num_q_heads=p.num_q_heads,
+        num_v_heads=p.num_v_heads,
+        key_dim=p.key_dim,
+        value_dim=p.value_dim,
+        cache_length=p.cache_length,
+        cache_dtype=cache_dtype or dtype,
+    )
     out = torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, dtype=dtype)
     return gen, w, S, cache, out
 
@@ -117,7 +123,9 @@ def test_forced_flush_folds_committed_entries_and_the_token(cursor, force_value)
     mixed, a, b = random_token(p, torch.Generator().manual_seed(9), "cpu", F64)
     force = torch.full((p.batch,), force_value, dtype=torch.int32)
     rings_before = [t.clone() for t in _rings(cache)]
-    replayssm_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True)  # fmt: skip
+    replayssm_decode_step(
+        mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True
+    )
     torch.testing.assert_close(S[idx.long()], expected, rtol=1e-12, atol=1e-12)
     for before, after in zip(rings_before, _rings(cache), strict=True):
         assert torch.equal(before.nan_to_num(7.0), after.nan_to_num(7.0))  # nothing appended
@@ -134,7 +142,9 @@ def test_forced_flush_at_cursor_zero_is_one_standard_step():
     out_std = torch.empty_like(out)
     recurrent_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S_std, out_std, idx, True)
     force = torch.ones(3, dtype=torch.int32)
-    replayssm_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True)  # fmt: skip
+    replayssm_decode_step(
+        mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True
+    )
     torch.testing.assert_close(out, out_std, rtol=1e-13, atol=1e-13)
     torch.testing.assert_close(S, S_std, rtol=1e-13, atol=1e-13)
 
@@ -148,7 +158,9 @@ def test_force_flush_none_equals_all_zeros():
         cache.write_pos.copy_(torch.tensor([0, 1, 2], dtype=torch.int32))
         mixed, a, b = random_token(p, gen, "cpu", F64)
         idx = torch.tensor([0, 1, 2], dtype=torch.int32)
-        replayssm_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True)  # fmt: skip
+        replayssm_decode_step(
+            mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True
+        )
         results.append([out, S, *(t.nan_to_num(7.0) for t in _rings(cache))])
     for x, y in zip(*results, strict=True):
         assert torch.equal(x, y)
@@ -163,7 +175,9 @@ def test_append_writes_only_position_c_and_k_once_per_qk_head():
     before = [t.clone() for t in _rings(cache)]
     S_before = S.clone()
     mixed, a, b = random_token(p, gen, "cpu", F64)
-    replayssm_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, None, True)  # fmt: skip
+    replayssm_decode_step(
+        mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, None, True
+    )
     assert torch.equal(S, S_before)  # non-flush rows leave the checkpoint bitwise untouched
     for b_, a_ in zip(before, _rings(cache), strict=True):
         changed = (b_.nan_to_num(7.0) != a_.nan_to_num(7.0)).nonzero()
@@ -187,7 +201,9 @@ def test_padding_rows_get_zero_output_and_touch_nothing(pad):
     out.fill_(float("nan"))
     mixed, a, b = random_token(p, gen, "cpu", F64)
     force = torch.tensor([1, 1, 1], dtype=torch.int32)
-    replayssm_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True)  # fmt: skip
+    replayssm_decode_step(
+        mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, force, True
+    )
     assert (out[[0, 2]] == 0).all() and torch.isfinite(out[1]).all()
     assert torch.equal(S[1:], S_before[1:]) and not torch.equal(S[0], S_before[0])
     for bf, af in zip(rings_before, _rings(cache), strict=True):
@@ -215,7 +231,9 @@ def test_extreme_gates_stay_finite_and_exact():
     for mixed, a, b in r_mixed:
         o_std = torch.empty_like(out)
         recurrent_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S_std, o_std, idx, True)
-        replayssm_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, None, True)  # fmt: skip
+        replayssm_decode_step(
+            mixed, a, b, w.A_log, w.dt_bias, w.scale, S, *_rings(cache), out, idx, cache.write_pos, None, True
+        )
         advance_write_pos(cache.write_pos, p.cache_length, None, idx)
         assert torch.isfinite(out).all()
         torch.testing.assert_close(out, o_std, rtol=1e-12, atol=1e-12)
@@ -256,7 +274,7 @@ def test_layout_variants_give_identical_results():
                 host[1:] = r
                 offset.append(host[1:])
             rings = offset
-        replayssm_decode_step(mixed, a, b, w.A_log, dt, w.scale, state, *rings, out, idx, cache.write_pos, None, True)  # fmt: skip
+        replayssm_decode_step(mixed, a, b, w.A_log, dt, w.scale, state, *rings, out, idx, cache.write_pos, None, True)
         got = [out.clone(), state.clone(), *(r.nan_to_num(7.0) for r in rings)]
         if variant == "strided":
             assert (big[:, 0] == SENTINEL).all() and (big[:, -1] == SENTINEL).all()
