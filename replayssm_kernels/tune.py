@@ -27,9 +27,14 @@ from .configs import CONFIG_DIR, device_key, shape_class
 GRID = {"block_sizes": [[32], [64], [128]], "num_warps": [4, 8], "num_stages": [1]}
 
 
-def grid_configs() -> list[dict]:
-    keys = list(GRID)
-    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*GRID.values())]
+def _grid_from(text: str) -> dict:
+    """``--grid '{"block_sizes": [[64], [128]], "num_warps": [4]}'`` narrows the default grid."""
+    return GRID | json.loads(text)
+
+
+def grid_configs(grid: dict = GRID) -> list[dict]:
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
 def main(argv=None) -> int:
@@ -47,6 +52,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", nargs="+", default=["replayssm/fast", "replayssm/precise", "standard"])
     ap.add_argument("--trials-csv", type=Path, default=Path("results/tune/trials.csv"))
     ap.add_argument("--rep-ms", type=int, default=60)
+    ap.add_argument("--grid", type=_grid_from, default=GRID, help="JSON dict overriding parts of the grid")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tuning needs a CUDA GPU", file=sys.stderr)
@@ -62,7 +68,7 @@ def main(argv=None) -> int:
             case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
             work = Workload(case, sets=1, device=device)
             impl = "replayssm_helion" if kind == "replayssm" else "standard_helion"
-            candidates = grid_configs() if args.search == "grid" else ["autotune"]
+            candidates = grid_configs(args.grid) if args.search == "grid" else ["autotune"]
             best = None
             for cfg in candidates:
                 config = helion.Config(**cfg) if isinstance(cfg, dict) else cfg
