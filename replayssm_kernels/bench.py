@@ -232,6 +232,16 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
+def _save(rows, csv: Path, previous):
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=CSV_COLUMNS)
+    if previous is not None:
+        df = pd.concat([previous, df], ignore_index=True)
+    df.to_csv(csv, index=False)
+    return df
+
+
 def main(argv=None) -> int:
     import pandas as pd
 
@@ -249,6 +259,9 @@ def main(argv=None) -> int:
 
     cases = build_cases(args)
     rows, seen_baselines = [], set()
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv = args.out / args.csv_name
+    previous = pd.read_csv(csv) if args.append and csv.exists() else None
     from rich.progress import Progress
 
     with Progress(disable=not sys.stderr.isatty()) as bar:
@@ -292,13 +305,9 @@ def main(argv=None) -> int:
             del work
             torch.cuda.empty_cache()
             bar.advance(task)
+            df = _save(rows, csv, previous)  # after every case, so a cut-short sweep keeps its rows
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    csv = args.out / args.csv_name
-    df = pd.DataFrame(rows, columns=CSV_COLUMNS)
-    if args.append and csv.exists():
-        df = pd.concat([pd.read_csv(csv), df], ignore_index=True)
-    df.to_csv(csv, index=False)
+    df = _save(rows, csv, previous)
     write_env_json(args.out / "env.json", config=vars(args) | {"copy_gbps": copy_gbps, "command": " ".join(sys.argv)})
     print(f"wrote {csv} ({len(df)} rows)")
     return 0

@@ -46,6 +46,7 @@ def main(argv=None) -> int:
 
     pairs = [("float32", "bfloat16"), ("float32", "float32"), ("bfloat16", "bfloat16")]
     rows = []
+    args.out.mkdir(parents=True, exist_ok=True)
     for HV, gqa, L, (sd, cd) in itertools.product(args.heads, args.gqa, args.cache_lengths, pairs):
         p = Problem(args.batch, HV // gqa, HV, args.dim, args.dim, L)
         modes = ["fast", "precise"] if sd == "float32" else ["fast"]
@@ -63,6 +64,9 @@ def main(argv=None) -> int:
                 state_dtype=DTYPES[sd], input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device="cuda",
             )  # fmt: skip
             rows.append(_row("standard_helion", p, sd, "", "", r))
+        pd.DataFrame(rows).to_csv(
+            args.out / "kernel_errors.csv", index=False
+        )  # after every run: partial runs keep data
         last = rows[-1]
         print(
             f"{last['impl']:16s} {p.label():28s} {sd}/{cd or '-'} {last['precision'] or '-':7s} "

@@ -53,21 +53,24 @@ def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NOR
     return q, k, g, beta
 
 
-def _ring_weights(g_cache, k_cache, s, j, h, tile_l):
+def _slot_rows(t: torch.Tensor) -> torch.Tensor:
+    """Drop the leading size-1 slot axis of a tile loaded with a slot *vector* index.
+
+    Helion 1.5 generates wrong Triton code for a 0-d tensor used as an index, so slots are indexed
+    with the 1-element vector ``ssm_state_indices[tile_b]`` and the axis is summed away (free).
+    """
+    return t.sum(0)
+
+
+def _ring_weights(g_cache, k_cache, slot, j, h, tile_l):
     """(gamma, W * kappa) of the live ring entries in ``tile_l``: ``W_i = exp(sum_{i<m<c} gamma_m)``.
 
     The tile spans ``[0, c)``, so entries past the cursor are masked to zero (stale data never read).
     """
-    gamma = g_cache[s, j, tile_l, :].to(torch.float32)
-    kappa = k_cache[s, h, tile_l, :].to(torch.float32)
+    gamma = _slot_rows(g_cache[slot, j, tile_l, :]).to(torch.float32)
+    kappa = _slot_rows(k_cache[slot, h, tile_l, :]).to(torch.float32)
     after = hl.cumsum(gamma, 0, reverse=True) - gamma
     return gamma, torch.exp(after) * kappa
-
-
-# Slot indexing. Each program reads ``slot = ssm_state_indices[row]`` from memory. Indexing a tensor
-# with that 0-d value directly makes Helion 1.5 emit broken Triton code, so the body runs inside a
-# one-iteration device loop ``for tile_s in hl.tile(lo, hi)`` over ``[slot, slot + 1)`` and indexes
-# with ``tile_s.begin``, a plain integer. Padding rows get the empty range: they touch no state at all.
 
 
 def _replayssm_body(
@@ -105,72 +108,69 @@ def _replayssm_body(
         row = tile_b.begin
         j = tile_j.begin
         h = j // HPQ
-        slot = ssm_state_indices[row]
-        valid = slot >= 0
-        if ~valid:
-            out[row, 0, j, tile_v] = hl.zeros([tile_v], dtype=out.dtype)
-        lo = torch.where(valid, slot, slot * 0)
-        for tile_s in hl.tile(lo, torch.where(valid, slot + 1, slot * 0), block_size=1):
-            s = tile_s.begin
-            c = write_pos[row]
-            q, k, g, beta = _token_body(
-                q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
-                scale, lower_bound, USE_L2NORM, BOUNDED,
-            )  # fmt: skip
-            alpha = torch.exp(g)
-            aq = alpha * q
-            ak = alpha * k
-            v = v_view[row, j, tile_v].to(torch.float32)
-            S0 = initial_state[s, j, tile_v, :].to(torch.float32)  # [BV, K]
+        valid = ssm_state_indices[row] >= 0
+        slot = ssm_state_indices[tile_b]  # [1]
+        slot = torch.where(slot >= 0, slot, slot * 0)  # padding rows read slot 0 and write nothing
+        c = torch.where(valid, write_pos[row], write_pos[row] * 0)  # padding rows replay nothing
 
-            # 1. Replay the c live ring entries as two mat-vecs (the loop runs once, or never if c == 0).
-            decay_all = hl.full([K], 1.0, dtype=torch.float32)  # e^Gamma
-            ring_q = hl.zeros([tile_v], dtype=torch.float32)
-            ring_k = hl.zeros([tile_v], dtype=torch.float32)
-            for tile_l in hl.tile(0, c, block_size=LB):
-                gamma, kw = _ring_weights(g_cache, k_cache, s, j, h, tile_l)  # [LB, K], zero past c
-                d = d_cache[s, j, tile_l, tile_v].to(torch.float32)  # [LB, BV]
-                decay_all = torch.exp(gamma.sum(0))
-                ring_q = (d * (kw * aq[None, :]).sum(1)[:, None]).sum(0)
-                ring_k = (d * (kw * ak[None, :]).sum(1)[:, None]).sum(0)
-            sq = (S0 * (decay_all * aq)[None, :]).sum(1) + ring_q
-            sk = (S0 * (decay_all * ak)[None, :]).sum(1) + ring_k
+        q, k, g, beta = _token_body(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        alpha = torch.exp(g)
+        aq = alpha * q
+        ak = alpha * k
+        v = v_view[row, j, tile_v].to(torch.float32)
+        S0 = _slot_rows(initial_state[slot, j, tile_v, :]).to(torch.float32)  # [BV, K]
 
-            # 2. The current token.
-            u = beta * (v - sk)
-            o = sq + u * (k * q).sum(0)
-            out[row, 0, j, tile_v] = o.to(out.dtype)
+        # 1. Replay the c live ring entries as two mat-vecs (the loop runs once, or never if c == 0).
+        decay_all = hl.full([K], 1.0, dtype=torch.float32)  # e^Gamma
+        ring_q = hl.zeros([tile_v], dtype=torch.float32)
+        ring_k = hl.zeros([tile_v], dtype=torch.float32)
+        for tile_l in hl.tile(0, c, block_size=LB):
+            gamma, kw = _ring_weights(g_cache, k_cache, slot, j, h, tile_l)  # [LB, K], zero past c
+            d = _slot_rows(d_cache[slot, j, tile_l, tile_v]).to(torch.float32)  # [LB, BV]
+            decay_all = torch.exp(gamma.sum(0))
+            ring_q = (d * (kw * aq[None, :]).sum(1)[:, None]).sum(0)
+            ring_k = (d * (kw * ak[None, :]).sum(1)[:, None]).sum(0)
+        sq = (S0 * (decay_all * aq)[None, :]).sum(1) + ring_q
+        sk = (S0 * (decay_all * ak)[None, :]).sum(1) + ring_k
 
-            # 3. Flush rows rebuild the state (second pass over the ring) and write the checkpoint.
-            flush = c == L - 1
-            if HAS_FORCE:
-                flush = flush | (force_flush[row] != 0)
-            if flush:
-                if FOLD_WITH_DOT:  # "fast": S_rec = S0 e^Gamma + d^T (W * kappa) as one tf32 tensor-core dot
-                    S_new = S0 * (decay_all * alpha)[None, :]
-                    for tile_f in hl.tile(0, c, block_size=LB):  # same entries; new names (Helion types per loop)
-                        _, kw_f = _ring_weights(g_cache, k_cache, s, j, h, tile_f)
-                        d_f = d_cache[s, j, tile_f, tile_v].to(torch.float32)
-                        S_new = S_new + d_f.T @ (kw_f * alpha[None, :])
-                else:  # "precise": fold the entries one by one in fp32, S <- S e^gamma_i + d_i kappa_i^T
-                    S_new = S0
-                    for tile_i in hl.tile(0, c, block_size=1):
-                        gamma_i = g_cache[s, j, tile_i, :].to(torch.float32).sum(0)  # [K] (a 1-entry tile)
-                        kappa_i = k_cache[s, h, tile_i, :].to(torch.float32).sum(0)
-                        d_i = d_cache[s, j, tile_i, tile_v].to(torch.float32).sum(0)  # [BV]
-                        S_new = S_new * torch.exp(gamma_i)[None, :] + d_i[:, None] * kappa_i[None, :]
-                    S_new = S_new * alpha[None, :]
-                S_new = S_new + u[:, None] * k[None, :]
-                initial_state[s, j, tile_v, :] = S_new.to(initial_state.dtype)
+        # 2. The current token.
+        u = beta * (v - sk)
+        o = sq + u * (k * q).sum(0)
+        out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
 
-            # 4. Other rows append (u, k, g) at the cursor; k once per q/k head, g once per value head.
-            if ~flush:
-                for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
-                    d_cache[s, j, tile_c, tile_v] = u[None, :].to(d_cache.dtype)
-                    if tile_v.begin == 0:
-                        g_cache[s, j, tile_c, :] = g[None, :]
-                        if j % HPQ == 0:
-                            k_cache[s, h, tile_c, :] = k[None, :].to(k_cache.dtype)
+        # 3. Flush rows rebuild the state (second pass over the ring) and write the checkpoint.
+        flush = c == L - 1
+        if HAS_FORCE:
+            flush = flush | (force_flush[row] != 0)
+        if valid & flush:
+            if FOLD_WITH_DOT:  # "fast": S_rec = S0 e^Gamma + d^T (W * kappa) as one tf32 tensor-core dot
+                S_new = S0 * (decay_all * alpha)[None, :]
+                for tile_f in hl.tile(0, c, block_size=LB):  # same entries; new names (Helion types per loop)
+                    _, kw_f = _ring_weights(g_cache, k_cache, slot, j, h, tile_f)
+                    d_f = _slot_rows(d_cache[slot, j, tile_f, tile_v]).to(torch.float32)
+                    S_new = S_new + d_f.T @ (kw_f * alpha[None, :])
+            else:  # "precise": fold the entries one by one in fp32, S <- S e^gamma_i + d_i kappa_i^T
+                S_new = S0
+                for tile_i in hl.tile(0, c, block_size=1):
+                    gamma_i = _slot_rows(_slot_rows(g_cache[slot, j, tile_i, :])).to(torch.float32)  # [K]
+                    kappa_i = _slot_rows(_slot_rows(k_cache[slot, h, tile_i, :])).to(torch.float32)
+                    d_i = _slot_rows(_slot_rows(d_cache[slot, j, tile_i, tile_v])).to(torch.float32)  # [BV]
+                    S_new = S_new * torch.exp(gamma_i)[None, :] + d_i[:, None] * kappa_i[None, :]
+                S_new = S_new * alpha[None, :]
+            S_new = S_new + u[:, None] * k[None, :]
+            initial_state[slot, j, tile_v, :] = S_new[None, :, :].to(initial_state.dtype)
+
+        # 4. Other rows append (u, k, g) at the cursor; k once per q/k head, g once per value head.
+        if valid & ~flush:
+            for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
+                d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
+                if tile_v.begin == 0:
+                    g_cache[slot, j, tile_c, :] = g[None, None, :]
+                    if j % HPQ == 0:
+                        k_cache[slot, h, tile_c, :] = k[None, None, :].to(k_cache.dtype)
     return out
 
 
@@ -200,23 +200,21 @@ def _standard_body(
         row = tile_b.begin
         j = tile_j.begin
         h = j // HPQ
-        slot = ssm_state_indices[row]
-        valid = slot >= 0
-        if ~valid:
-            out[row, 0, j, tile_v] = hl.zeros([tile_v], dtype=out.dtype)
-        lo = torch.where(valid, slot, slot * 0)
-        for tile_s in hl.tile(lo, torch.where(valid, slot + 1, slot * 0), block_size=1):  # see above
-            s = tile_s.begin
-            q, k, g, beta = _token_body(
-                q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
-                scale, lower_bound, USE_L2NORM, BOUNDED,
-            )  # fmt: skip
-            v = v_view[row, j, tile_v].to(torch.float32)
-            S = initial_state[s, j, tile_v, :].to(torch.float32) * torch.exp(g)[None, :]
-            u = beta * (v - (S * k[None, :]).sum(1))
-            S = S + u[:, None] * k[None, :]
-            out[row, 0, j, tile_v] = (S * q[None, :]).sum(1).to(out.dtype)
-            initial_state[s, j, tile_v, :] = S.to(initial_state.dtype)
+        valid = ssm_state_indices[row] >= 0
+        slot = ssm_state_indices[tile_b]
+        slot = torch.where(slot >= 0, slot, slot * 0)
+        q, k, g, beta = _token_body(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        v = v_view[row, j, tile_v].to(torch.float32)
+        S = _slot_rows(initial_state[slot, j, tile_v, :]).to(torch.float32) * torch.exp(g)[None, :]
+        u = beta * (v - (S * k[None, :]).sum(1))
+        S = S + u[:, None] * k[None, :]
+        o = (S * q[None, :]).sum(1)
+        out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+        if valid:
+            initial_state[slot, j, tile_v, :] = S[None, :, :].to(initial_state.dtype)
     return out
 
 
