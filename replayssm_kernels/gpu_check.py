@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     pairs = [("float32", "bfloat16"), ("float32", "float32"), ("bfloat16", "bfloat16")]
     rows = []
     args.out.mkdir(parents=True, exist_ok=True)
+    write_env_json(args.out / "env.json", config=vars(args) | {"command": " ".join(sys.argv)})  # first: survives a cut
     for HV, gqa, L, (sd, cd) in itertools.product(args.heads, args.gqa, args.cache_lengths, pairs):
         p = Problem(args.batch, HV // gqa, HV, args.dim, args.dim, L)
         modes = ["fast", "precise"] if sd == "float32" else ["fast"]
@@ -76,7 +77,6 @@ def main(argv=None) -> int:
     df = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     df.to_csv(args.out / "kernel_errors.csv", index=False)
-    write_env_json(args.out / "env.json", config=vars(args) | {"command": " ".join(sys.argv)})
     worst = (
         df.groupby(["impl", "state_dtype", "cache_dtype", "precision"])[["max_out_rel", "max_state_rel", "max_abs"]]
         .max()

@@ -91,6 +91,9 @@ def main(argv=None) -> int:
     path.write_text(json.dumps(doc, indent=1) + "\n")
     args.trials_csv.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(trials).to_csv(args.trials_csv, index=False)
+    from .envinfo import write_env_json
+
+    write_env_json(args.trials_csv.parent / "env.json", config=vars(args) | {"command": tuned_by})
     print(f"wrote {path} and {args.trials_csv}")
     return 0
 
