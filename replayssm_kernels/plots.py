@@ -1,0 +1,230 @@
+"""Figures and tables drawn from the committed CSVs (one function per figure), and the README tables.
+
+``python -m replayssm_kernels.plots`` redraws every benchmark PNG under ``results/`` and rewrites the
+generated blocks of ``README.md`` from ``results/bench/decode_throughput.csv`` and
+``results/gpu_check/kernel_errors.csv``. Nothing here runs a kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_CSV = ROOT / "results/bench/decode_throughput.csv"
+ERRORS_CSV = ROOT / "results/gpu_check/kernel_errors.csv"
+BASELINES = ("standard_helion", "fla_fused_recurrent")
+
+
+def load_bench(path: Path = BENCH_CSV) -> pd.DataFrame:
+    return pd.read_csv(path, keep_default_na=False)
+
+
+def _shape_key(df: pd.DataFrame) -> list[str]:
+    return ["batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "state_dtype"]
+
+
+def speedups(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per ReplaySSM measurement, with the baselines of the same shape beside it."""
+    rep = df[df.impl == "replayssm_helion"].copy()
+    for base in BASELINES:
+        b = df[df.impl == base][_shape_key(df) + ["us_per_step"]].rename(columns={"us_per_step": f"us_{base}"})
+        rep = rep.merge(b, on=_shape_key(df), how="left")
+        rep[f"speedup_vs_{base}"] = rep[f"us_{base}"] / rep["us_per_step"]
+    return rep
+
+
+def best_cache_length(df: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, the L with the lowest time per step and its speedups."""
+    sp = speedups(df)
+    idx = sp.groupby(_shape_key(df) + ["cache_dtype"])["us_per_step"].idxmin()
+    cols = _shape_key(df) + ["cache_dtype", "cache_length", "us_per_step"]
+    cols += [f"speedup_vs_{b}" for b in BASELINES] + ["frac_of_copy"]
+    return sp.loc[idx, cols].sort_values(_shape_key(df)).reset_index(drop=True)
+
+
+def _log2_x(ax, lengths):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(lengths))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel("ring length L (tokens)")
+
+
+def _panels(df):
+    batches = sorted(df.batch.unique())
+    fig, axes = plt.subplots(1, len(batches), figsize=(4.2 * len(batches), 3.6), squeeze=False)
+    return fig, dict(zip(batches, axes[0], strict=True))
+
+
+def plot_time_vs_cache_length(df: pd.DataFrame, path: Path | None = None):
+    """Time per step vs L, one panel per batch size; baselines as horizontal lines."""
+    fig, axes = _panels(df)
+    rep = df[df.impl == "replayssm_helion"]
+    for batch, ax in axes.items():
+        for (sd, cd, hv), g in rep[rep.batch == batch].groupby(["state_dtype", "cache_dtype", "num_v_heads"]):
+            g = g.sort_values("cache_length")
+            line = ax.plot(g.cache_length, g.us_per_step, "o-", label=f"ReplaySSM {sd} state, {cd} ring, HV={hv}")
+            for base, style in zip(BASELINES, ("--", ":"), strict=True):
+                b = df[(df.impl == base) & (df.batch == batch) & (df.state_dtype == sd) & (df.num_v_heads == hv)]
+                if len(b):
+                    ax.axhline(b.us_per_step.iloc[0], ls=style, color=line[0].get_color(), lw=1)
+        _log2_x(ax, rep.cache_length.unique())
+        ax.set_ylabel("µs per decode step")
+        ax.set_title(f"batch {batch}")
+    axes[min(axes)].legend(fontsize=7, title="dashed: standard_helion, dotted: FLA", title_fontsize=7)
+    fig.suptitle("Decode time per step (H200, CUDA graphs, median)")
+    return _finish(fig, path)
+
+
+def plot_speedup(df: pd.DataFrame, path: Path | None = None):
+    """ReplaySSM speedup over both standard-decode baselines vs L (above 1 = ReplaySSM faster)."""
+    fig, axes = _panels(df)
+    sp = speedups(df)
+    for batch, ax in axes.items():
+        for (sd, cd), g in sp[sp.batch == batch].groupby(["state_dtype", "cache_dtype"]):
+            g = g.sort_values("cache_length")
+            ax.plot(g.cache_length, g.speedup_vs_standard_helion, "o-", label=f"vs standard_helion ({sd}/{cd})")
+            ax.plot(g.cache_length, g.speedup_vs_fla_fused_recurrent, "s--", label=f"vs FLA ({sd}/{cd})")
+        ax.axhline(1.0, color="k", lw=0.8)
+        _log2_x(ax, sp.cache_length.unique())
+        ax.set_ylabel("speedup (baseline time / ReplaySSM time)")
+        ax.set_title(f"batch {batch}")
+    axes[min(axes)].legend(fontsize=7)
+    fig.suptitle("ReplaySSM speedup over standard decode")
+    return _finish(fig, path)
+
+
+def plot_bandwidth(df: pd.DataFrame, path: Path | None = None):
+    """Effective bandwidth (model bytes / measured time) against the measured copy ceiling."""
+    fig, axes = _panels(df)
+    for batch, ax in axes.items():
+        d = df[df.batch == batch]
+        rep = d[d.impl == "replayssm_helion"]
+        for (sd, cd), g in rep.groupby(["state_dtype", "cache_dtype"]):
+            g = g.sort_values("cache_length")
+            ax.plot(g.cache_length, g.gbps_effective, "o-", label=f"ReplaySSM {sd}/{cd}")
+        for base, marker in zip(BASELINES, ("^", "v"), strict=True):
+            for sd, g in d[d.impl == base].groupby("state_dtype"):
+                ax.plot(rep.cache_length.unique(), [g.gbps_effective.iloc[0]] * rep.cache_length.nunique(),
+                        marker, ls="none", label=f"{base} {sd}")  # fmt: skip
+        ax.axhline(d.copy_gbps.iloc[0], color="k", ls="--", lw=1, label="1 GiB copy ceiling")
+        _log2_x(ax, rep.cache_length.unique())
+        ax.set_ylabel("GB/s by the bytes model")
+        ax.set_ylim(0, d.copy_gbps.iloc[0] * 1.1)
+        ax.set_title(f"batch {batch}")
+    axes[min(axes)].legend(fontsize=7)
+    fig.suptitle("Achieved bandwidth by the traffic model (section 6) vs the copy ceiling")
+    return _finish(fig, path)
+
+
+def plot_kernel_errors(err: pd.DataFrame, path: Path | None = None):
+    """Kernel error vs L against the float64 reference, per HV, dtype pair and precision mode."""
+    rep = err[err.impl == "replayssm_helion"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, col, title in zip(axes, ("max_out_rel", "max_state_rel"), ("outputs", "checkpoints after flush"), strict=True):
+        for (hv, sd, cd, prec), g in rep.groupby(["num_v_heads", "state_dtype", "cache_dtype", "precision"]):
+            g = g.groupby("cache_length")[col].max()
+            ax.plot(g.index, g.values, "o-", label=f"HV={hv} {sd}/{cd} {prec}")
+        _log2_x(ax, rep.cache_length.unique())
+        ax.set_yscale("log")
+        ax.set_ylabel("max ‖x − ref‖/‖ref‖ over steps")
+        ax.set_title(title)
+    axes[0].legend(fontsize=6)
+    fig.suptitle("Helion ReplaySSM vs float64 reference on the H200 (bf16 inputs/outputs)")
+    return _finish(fig, path)
+
+
+def _finish(fig, path):
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return fig
+
+
+# ---- README tables ---------------------------------------------------------------------------------
+
+
+def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32) -> str:
+    sel = df[(df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads)]
+    sp = speedups(sel)
+    lines = [
+        f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}; copy ceiling "
+        f"{sel.copy_gbps.iloc[0]:.0f} GB/s (1 GiB device copy, same run).",
+        "",
+        "| state / ring | L | ReplaySSM µs | standard_helion µs | FLA µs | vs standard | vs FLA | ReplaySSM % of copy |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in sp.sort_values(["state_dtype", "cache_dtype", "cache_length"], ascending=[False, True, True]).iterrows():
+        lines.append(
+            f"| {r.state_dtype} / {r.cache_dtype} | {r.cache_length} | {r.us_per_step:.1f} | "
+            f"{r.us_standard_helion:.1f} | {r.us_fla_fused_recurrent:.1f} | {r.speedup_vs_standard_helion:.2f}× | "
+            f"{r.speedup_vs_fla_fused_recurrent:.2f}× | {r.frac_of_copy:.0%} |"
+        )
+    base = sel[sel.impl.isin(BASELINES)]
+    lines += ["", "| baseline | state | µs | % of copy |", "|---|---|---|---|"]
+    for _, r in base.iterrows():
+        lines.append(f"| {r.impl} | {r.state_dtype} | {r.us_per_step:.1f} | {r.frac_of_copy:.0%} |")
+    return "\n".join(lines)
+
+
+def errors_markdown(err: pd.DataFrame) -> str:
+    worst = (
+        err.fillna({"precision": "", "cache_dtype": ""})
+        .groupby(["impl", "state_dtype", "cache_dtype", "precision"], dropna=False)
+        .agg(runs=("case", "size"), max_out_rel=("max_out_rel", "max"), max_state_rel=("max_state_rel", "max"),
+             passed=("passed", "all"))  # fmt: skip
+        .reset_index()
+    )
+    lines = ["| kernel | state / ring | mode | runs | worst out rel | worst checkpoint rel | all pass |"]
+    lines.append("|---|---|---|---|---|---|---|")
+    for _, r in worst.iterrows():
+        ring = f" / {r.cache_dtype}" if r.cache_dtype else ""
+        lines.append(
+            f"| {r.impl} | {r.state_dtype}{ring} | {r.precision or '-'} | {r.runs} | {r.max_out_rel:.2e} | "
+            f"{r.max_state_rel:.2e} | {'yes' if r.passed else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
+    if not pattern.search(text):
+        raise ValueError(f"README has no block {name}")
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.plots")
+    ap.add_argument("--bench-csv", type=Path, default=BENCH_CSV)
+    ap.add_argument("--errors-csv", type=Path, default=ERRORS_CSV)
+    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    args = ap.parse_args(argv)
+    df = load_bench(args.bench_csv)
+    out = args.bench_csv.parent
+    plot_time_vs_cache_length(df, out / "time_vs_cache_length.png")
+    plot_speedup(df, out / "speedup.png")
+    plot_bandwidth(df, out / "bandwidth.png")
+    best_cache_length(df).to_csv(out / "best_cache_length.csv", index=False)
+    err = pd.read_csv(args.errors_csv, keep_default_na=False)
+    plot_kernel_errors(err, args.errors_csv.parent / "kernel_errors.png")
+    if args.readme.exists():
+        text = args.readme.read_text()
+        text = replace_block(text, "HEADLINE", headline_markdown(df))
+        text = replace_block(text, "ERRORS", errors_markdown(err))
+        args.readme.write_text(text)
+    print(f"figures under {out} and {args.errors_csv.parent}; README tables refreshed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

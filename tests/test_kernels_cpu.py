@@ -1,0 +1,87 @@
+"""Helion kernels against the reference on the CPU, through Helion's interpreter (HELION_INTERPRET=1):
+the kernel bodies run as eager PyTorch, which checks their logic (indexing, masking, flush/append
+paths) without a GPU. The README's test command sets the variable; without it (and without a GPU)
+these tests skip."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+import torch
+
+from replayssm_kernels import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
+from replayssm_ref.harness import Problem, run_sequence
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("HELION_INTERPRET") != "1" and not torch.cuda.is_available(),
+    reason="needs HELION_INTERPRET=1 (CPU) or a GPU",
+)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+GRID = [
+    Problem(3, 1, 1, 16, 16, 1),
+    Problem(4, 2, 4, 16, 32, 2),  # GQA, K != V
+    Problem(3, 1, 2, 32, 16, 3),  # non-power-of-two L
+    Problem(4, 2, 2, 16, 16, 5),
+    Problem(3, 2, 4, 16, 16, 8),
+]
+
+
+@pytest.mark.parametrize("precision", ["fast", "precise"])
+@pytest.mark.parametrize("p", GRID, ids=Problem.label)
+def test_replayssm_kernel_matches_reference(p, precision):
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision)
+    r = run_sequence(
+        p, steps=2 * p.cache_length + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE,
+        p_force=0.25, seed=p.cache_length, check_materialized=True,
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok  # NaN-filled stale rings never leak; sentinels untouched
+    assert r.max_rel <= 1e-5, (r.max_out_rel, r.max_state_rel)
+    assert r.natural_flushes + r.forced_flushes > 0
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [dict(lower_bound=-5.0), dict(lower_bound=0.0), dict(use_qk_l2norm=False), dict(cache_dtype=torch.bfloat16)],
+)
+def test_replayssm_kernel_variants(variant):
+    p = Problem(3, 2, 4, 16, 16, 4)
+    r = run_sequence(
+        p, steps=11, replay_fn=helion_fused_recurrent_kda_replayssm_decode, state_dtype=torch.float32,
+        device=DEVICE, seed=7, **variant,
+    )  # fmt: skip
+    tol = 1e-2 if "cache_dtype" in variant else 1e-5
+    assert r.max_rel <= tol and not r.nonfinite and r.untouched_ok
+
+
+@pytest.mark.parametrize("p", GRID[:3], ids=Problem.label)
+def test_standard_kernel_matches_reference(p):
+    r = run_sequence(
+        p, steps=4, standard=True, replay_fn=helion_fused_recurrent_kda_packed_decode, state_dtype=torch.float32,
+        device=DEVICE, seed=1,
+    )  # fmt: skip
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+
+
+def test_kernel_rejects_what_it_does_not_support():
+    p = Problem(2, 1, 1, 16, 16, 2)
+    with pytest.raises(ValueError, match=r"`initial_state` must have dtype float32, bfloat16 or float16"):
+        run_sequence(p, steps=1, replay_fn=helion_fused_recurrent_kda_replayssm_decode, state_dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"`precision` must be one of"):
+        run_sequence(
+            p, steps=1, replay_fn=functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="tf32"),
+            state_dtype=torch.float32,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match=r"`g_cache` must have shape .*value_dim, but the gate shares key_dim"):
+        q = Problem(2, 1, 1, 16, 32, 2)
+        from replayssm_ref.harness import random_token, random_weights
+
+        gen = torch.Generator().manual_seed(0)
+        w = random_weights(q, gen, "cpu")
+        mixed, a, b = random_token(q, gen, "cpu", torch.float32)
+        helion_fused_recurrent_kda_replayssm_decode(
+            mixed, a, b, w.A_log, w.dt_bias, w.scale, torch.zeros(4, 1, 32, 16), torch.zeros(4, 1, 2, 32),
+            torch.zeros(4, 1, 2, 16), torch.zeros(4, 1, 2, 32), torch.zeros(2, 1, 1, 32),
+            torch.tensor([0, 1], dtype=torch.int32), torch.zeros(2, dtype=torch.int32),
+        )  # fmt: skip

@@ -1,0 +1,36 @@
+"""The generated Triton code of both kernels, run by Triton's CPU interpreter (TRITON_INTERPRET=1,
+triton==3.9.0): catches codegen bugs that Helion's own interpreter cannot. Tiny shapes only."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+import torch
+
+from replayssm_kernels import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
+from replayssm_ref.harness import Problem, run_sequence
+
+pytestmark = [
+    pytest.mark.triton_interpret,
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs TRITON_INTERPRET=1"),
+]
+
+
+@pytest.mark.parametrize("precision", ["fast", "precise"])
+@pytest.mark.parametrize(
+    "p", [Problem(3, 1, 2, 16, 16, 1), Problem(3, 1, 2, 16, 16, 3), Problem(2, 2, 2, 16, 16, 4)], ids=Problem.label
+)
+def test_generated_replayssm_code(p, precision):
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision)
+    r = run_sequence(p, steps=p.cache_length + 3, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=2)
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+
+
+def test_generated_standard_code():
+    p = Problem(3, 1, 2, 16, 16, 1)
+    r = run_sequence(
+        p, steps=3, standard=True, replay_fn=helion_fused_recurrent_kda_packed_decode, state_dtype=torch.float32
+    )
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
