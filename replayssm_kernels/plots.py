@@ -129,7 +129,9 @@ def plot_kernel_errors(err: pd.DataFrame, path: Path | None = None):
     """Kernel error vs L against the float64 reference, per HV, dtype pair and precision mode."""
     rep = err[err.impl == "replayssm_helion"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, col, title in zip(axes, ("max_out_rel", "max_state_rel"), ("outputs", "checkpoints after flush"), strict=True):
+    for ax, col, title in zip(
+        axes, ("max_out_rel", "max_state_rel"), ("outputs", "checkpoints after flush"), strict=True
+    ):
         for (hv, sd, cd, prec), g in rep.groupby(["num_v_heads", "state_dtype", "cache_dtype", "precision"]):
             g = g.groupby("cache_length")[col].max()
             ax.plot(g.index, g.values, "o-", label=f"HV={hv} {sd}/{cd} {prec}")
@@ -161,10 +163,12 @@ def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32)
         f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}; copy ceiling "
         f"{sel.copy_gbps.iloc[0]:.0f} GB/s (1 GiB device copy, same run).",
         "",
-        "| state / ring | L | ReplaySSM µs | standard_helion µs | FLA µs | vs standard | vs FLA | ReplaySSM % of copy |",
+        "| state / ring | L | ReplaySSM µs | standard_helion µs | FLA µs | vs standard | vs FLA | ReplaySSM % copy |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for _, r in sp.sort_values(["state_dtype", "cache_dtype", "cache_length"], ascending=[False, True, True]).iterrows():
+    for _, r in sp.sort_values(
+        ["state_dtype", "cache_dtype", "cache_length"], ascending=[False, True, True]
+    ).iterrows():
         lines.append(
             f"| {r.state_dtype} / {r.cache_dtype} | {r.cache_length} | {r.us_per_step:.1f} | "
             f"{r.us_standard_helion:.1f} | {r.us_fla_fused_recurrent:.1f} | {r.speedup_vs_standard_helion:.2f}× | "
@@ -177,12 +181,48 @@ def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32)
     return "\n".join(lines)
 
 
+def summary_markdown(df: pd.DataFrame, err: pd.DataFrame, batch: int = 256, num_v_heads: int = 32) -> str:
+    """The status paragraph's numbers, from the CSVs (so the README never carries a typed figure)."""
+    sel = df[(df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads)]
+    sp = speedups(sel)
+    lines = []
+    for sd in ("float32", "bfloat16"):
+        base = sel[sel.state_dtype == sd].set_index("impl")
+        if not {"standard_helion", "fla_fused_recurrent"} <= set(base.index):
+            continue
+        ratio = base.us_per_step["fla_fused_recurrent"] / base.us_per_step["standard_helion"]
+        best = sp[sp.state_dtype == sd].sort_values("us_per_step").iloc[0]
+        lines.append(
+            f"- {sd} state, B={batch}, HV={num_v_heads}: our standard decode is {ratio:.2f}× FLA's speed at "
+            f"{base.frac_of_copy['standard_helion']:.0%} of the copy ceiling (FLA "
+            f"{base.frac_of_copy['fla_fused_recurrent']:.0%}); our best ReplaySSM (L={best.cache_length}, "
+            f"{best.cache_dtype} ring) runs at {best.speedup_vs_standard_helion:.2f}× our standard decode and "
+            f"{best.speedup_vs_fla_fused_recurrent:.2f}× FLA, {best.frac_of_copy:.0%} of the copy ceiling."
+        )
+    all_sp = speedups(df)
+    batches = ", ".join(str(int(b)) for b in sorted(df.batch.unique()))
+    lines.append(
+        f"- Over the whole sweep ({len(all_sp)} ReplaySSM rows, batch {batches}), ReplaySSM "
+        f"beats our standard decode in {int((all_sp.speedup_vs_standard_helion > 1).sum())} rows and FLA in "
+        f"{int((all_sp.speedup_vs_fla_fused_recurrent > 1).sum())}."
+    )
+    lines.append(
+        f"- Kernel correctness on the GPU: {int(err.passed.astype(str).eq('True').sum())} of {len(err)} "
+        "`gpu_check` runs within tolerance (table below)."
+    )
+    return "\n".join(lines)
+
+
 def errors_markdown(err: pd.DataFrame) -> str:
     worst = (
         err.fillna({"precision": "", "cache_dtype": ""})
         .groupby(["impl", "state_dtype", "cache_dtype", "precision"], dropna=False)
-        .agg(runs=("case", "size"), max_out_rel=("max_out_rel", "max"), max_state_rel=("max_state_rel", "max"),
-             passed=("passed", "all"))  # fmt: skip
+        .agg(
+            runs=("case", "size"),
+            max_out_rel=("max_out_rel", "max"),
+            max_state_rel=("max_state_rel", "max"),
+            passed=("passed", "all"),
+        )  # fmt: skip
         .reset_index()
     )
     lines = ["| kernel | state / ring | mode | runs | worst out rel | worst checkpoint rel | all pass |"]
@@ -220,6 +260,7 @@ def main(argv=None) -> int:
     if args.readme.exists():
         text = args.readme.read_text()
         text = replace_block(text, "HEADLINE", headline_markdown(df))
+        text = replace_block(text, "SUMMARY", summary_markdown(df, err))
         text = replace_block(text, "ERRORS", errors_markdown(err))
         args.readme.write_text(text)
     print(f"figures under {out} and {args.errors_csv.parent}; README tables refreshed")

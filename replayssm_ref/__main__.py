@@ -22,14 +22,14 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.
 TOLERANCES = {"float64": 1e-12, "float32": 1e-5, "bfloat16": 2e-2}
 
 
-def _int_list(text: str) -> list[int]:
+def _positive_int(text: str) -> int:
     try:
-        values = [int(x) for x in text.replace(",", " ").split()]
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _heads(text: str) -> tuple[int, int]:
@@ -57,18 +57,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m replayssm_ref",
         description="Check ReplaySSM decode against the float64 standard KDA recurrence.",
     )
-    ap.add_argument("--cache-lengths", type=_int_list, default=[1, 2, 3, 4, 8, 16], metavar="L,...")
+    ap.add_argument("--cache-lengths", type=_positive_int, nargs="+", default=[1, 2, 3, 4, 8, 16], metavar="L")
     ap.add_argument("--heads", type=_heads, nargs="+", default=[(1, 1), (2, 4), (4, 16)], metavar="H/HV")
     ap.add_argument("--dims", type=_dims, default=(16, 32), metavar="KxV", help="key x value dim (default 16x32)")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=None, help="steps per case (default 2L+3: two full cycles)")
+    ap.add_argument("--batch", type=_positive_int, default=4)
+    ap.add_argument("--steps", type=_positive_int, default=None, help="steps per case (default 2L+3: two cycles)")
     ap.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES), help="state dtypes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     args = ap.parse_args(argv)
-    if args.batch < 1 or (args.steps is not None and args.steps < 1):
-        ap.error("--batch and --steps must be positive")
     try:
         torch.empty(0, device=args.device)
     except (RuntimeError, AssertionError) as exc:

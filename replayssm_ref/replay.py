@@ -28,9 +28,12 @@ def reconstruct_state(S0, d, kappa, gamma, c):
     L = d.shape[2]
     live = (torch.arange(L, device=c.device)[None, :] < c[:, None])[:, None, :, None]  # [R, 1, L, 1]
     gamma = torch.where(live, gamma, torch.zeros((), dtype=gamma.dtype, device=gamma.device))
-    prefix = torch.cumsum(gamma, dim=2)  # P_i
-    total = prefix[:, :, -1:, :]  # Gamma (masked entries add 0)
-    weights = torch.where(live, torch.exp(total - prefix), torch.zeros((), dtype=gamma.dtype, device=gamma.device))
+    # log W_i = sum_{i<m<c} gamma_m, taken as a suffix sum minus gamma_i rather than Gamma - P_i: the
+    # entries that matter (W near 1, i near c) then sum a few small terms instead of cancelling two
+    # large ones, which in float32 cost ~5x the recurrence's own error at L = 64.
+    suffix = torch.flip(torch.cumsum(torch.flip(gamma, dims=[2]), dim=2), dims=[2])  # sum_{m>=i}
+    total = suffix[:, :, :1, :]  # Gamma (masked entries add 0)
+    weights = torch.where(live, torch.exp(suffix - gamma), torch.zeros((), dtype=gamma.dtype, device=gamma.device))
     d = torch.where(live, d, torch.zeros((), dtype=d.dtype, device=d.device))
     kappa = torch.where(live, kappa, torch.zeros((), dtype=kappa.dtype, device=kappa.device))
     replayed = torch.einsum("rhlv,rhlk->rhvk", d, weights * kappa)

@@ -1,0 +1,140 @@
+"""``python -m replayssm_kernels.inspect_codegen``: what Helion generates, compiled for sm_90 on any machine.
+
+No GPU needed: Helion writes the Triton source on the CPU and Triton compiles it for an H100/H200
+target offline. The counts below are a cheap proxy for the costs that keep a memory-bound kernel from
+the copy ceiling: ``bar.sync`` and ``st.shared`` (layout conversions through shared memory),
+``convert_layout`` ops in the TTGIR, and how many global loads are 16-byte vectors. Numbers are for
+the local Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
+
+    python -m replayssm_kernels.inspect_codegen --kernel replayssm --cache-length 16 --block-v 128
+    python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+
+import torch
+
+TORCH_TO_TRITON = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.int32: "*i32"}
+
+
+def generated_source(kernel: str, cache_length: int, block_v: int, num_warps: int, state_dtype, precision: str):
+    """(Triton source, {argument name: tensor}) for one kernel at K=V=128, HV=32."""
+    import helion
+
+    from replayssm_ref import ReplaySSMCache
+    from replayssm_ref.harness import Problem, random_token, random_weights
+    from replayssm_ref.validation import validate_replayssm_inputs
+
+    from . import kda_decode as kd
+
+    p = Problem(4, 32, 32, 128, 128, cache_length)
+    gen = torch.Generator().manual_seed(0)
+    w = random_weights(p, gen, "cpu")
+    mixed, a, b = random_token(p, gen, "cpu", torch.bfloat16)
+    S = torch.zeros(p.num_slots, 32, 128, 128, dtype=state_dtype)
+    c = ReplaySSMCache.allocate(
+        num_slots=p.num_slots, batch=4, num_q_heads=32, num_v_heads=32, key_dim=128, value_dim=128,
+        cache_length=cache_length,
+    )  # fmt: skip
+    out = torch.empty(4, 1, 32, 128, dtype=torch.bfloat16)
+    idx = torch.arange(4, dtype=torch.int32)
+    shapes = validate_replayssm_inputs(
+        mixed, a, b, w.A_log, w.dt_bias, w.scale, S, c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, None
+    )
+    qv, kv, vv, a3, dt2 = kd._views(mixed, a, w.dt_bias, shapes)
+    cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1)
+    common = (qv, kv, vv, a3, b, w.A_log, dt2, S)
+    if kernel == "replayssm":
+        args = common + (c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, c.write_pos, float(w.scale), 0.0)
+        args += (True, False, False, 1, precision == "fast")
+        k = kd._kernel(kd._replayssm_body, cfg)
+    else:
+        args = common + (out, idx, float(w.scale), 0.0, True, False, 1)
+        k = kd._kernel(kd._standard_body, cfg)
+    names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state"]
+    names += ["d_cache", "k_cache", "g_cache", "out", "ssm_state_indices", "write_pos", "force_flush"]
+    if kernel != "replayssm":
+        names = names[:8] + ["out", "ssm_state_indices"]
+    tensors = dict(zip(names, args, strict=False))
+    return k.bind(args).to_triton_code(cfg), tensors
+
+
+def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
+    """Compile the generated kernel for sm_90 offline and count the costly instructions."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location("generated_kernel", f.name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    os.unlink(f.name)
+    fn = next(getattr(mod, n) for n in dir(mod) if n.startswith("_helion_"))
+    sig, consts, attrs = {}, {}, {}
+    for i, name in enumerate(fn.arg_names):
+        stride = re.match(r"(.*)_stride_(\d)$", name)
+        if name.startswith("_RDIM") or name.startswith("_BLOCK"):
+            sig[name], consts[name] = "constexpr", 128
+        elif stride:
+            t = tensors[stride.group(1)]
+            value = t.stride(int(stride.group(2)))
+            if value == 1:  # Triton specialises unit strides at run time; do the same here
+                sig[name], consts[name] = "constexpr", 1
+            else:
+                sig[name] = "i32"
+                attrs[(i,)] = [["tt.divisibility", 16]] if value % 16 == 0 else []
+        elif name in tensors:
+            sig[name] = TORCH_TO_TRITON[tensors[name].dtype]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name in ("scale", "lower_bound"):
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
+    ptx, ttgir = compiled.asm["ptx"], compiled.asm["ttgir"]
+    return {
+        "bar_sync": ptx.count("bar.sync"),
+        "st_shared": ptx.count("st.shared"),
+        "convert_layout": ttgir.count("ttg.convert_layout"),
+        "ld_global": ptx.count("ld.global"),
+        "ld_global_v4": ptx.count("ld.global.v4"),
+        "shared_bytes": compiled.metadata.shared,
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
+    ap.add_argument("--kernel", choices=("replayssm", "standard"), default="replayssm")
+    ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
+    ap.add_argument("--cache-length", type=int, default=16)
+    ap.add_argument("--block-v", type=int, default=128)
+    ap.add_argument("--num-warps", type=int, default=4)
+    ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--dump", help="also write the generated Triton source here")
+    args = ap.parse_args(argv)
+    if os.environ.get("HELION_INTERPRET") == "1" or os.environ.get("TRITON_INTERPRET") == "1":
+        print("unset HELION_INTERPRET / TRITON_INTERPRET: this compiles real Triton code", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    source, tensors = generated_source(
+        args.kernel, args.cache_length, args.block_v, args.num_warps, getattr(torch, args.state_dtype), args.precision
+    )
+    if args.dump:
+        with open(args.dump, "w") as f:
+            f.write(source)
+    report = compile_report(source, tensors, args.num_warps)
+    print(" ".join(f"{k}={v}" for k, v in report.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Sweeps and figures for the notebooks, on the reference (CPU or GPU). One function per figure.
+
+Each sweep returns a tidy pandas DataFrame (one row per measurement); each ``plot_*`` draws one figure
+from such a frame and, given a path, saves it. Notebooks only call these.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from .cache import ReplaySSMCache  # noqa: E402
+from .harness import Problem, random_token, random_weights, run_sequence  # noqa: E402
+from .recurrence import recurrent_decode_step  # noqa: E402
+from .replay import advance_write_pos, materialize_state, replayssm_decode_step  # noqa: E402
+from .traffic import TrafficShape, replay_cycle_bytes_per_row, standard_bytes_per_row  # noqa: E402
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _finish(fig, path):
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return fig
+
+
+def _log2_x(ax, lengths, label="ring length L (tokens)"):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(set(lengths)))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel(label)
+
+
+# ---- notebook 01: the semantics, step by step -------------------------------------------------------
+
+
+def semantics_trace(
+    p: Problem, steps: int, forced: dict[int, list[int]] | None = None, seed: int = 0
+) -> tuple[pd.DataFrame, ReplaySSMCache]:
+    """Step a float64 ReplaySSM beside the standard recurrence; one row per (step, row).
+
+    ``forced`` maps a step to the rows forced to flush there. Columns: cursor before the step, the
+    event (append / natural flush / forced flush), ring entries held after it, and the error of
+    ``materialize_state`` (checkpoint + ring) against the standard recurrence's state after the step.
+    """
+    forced = forced or {}
+    gen = torch.Generator().manual_seed(seed)
+    f64 = torch.float64
+    w = random_weights(p, gen, "cpu", f64)
+    idx = torch.arange(p.batch, dtype=torch.int32)
+    S0 = torch.randn(p.num_slots, p.num_v_heads, p.value_dim, p.key_dim, generator=gen, dtype=f64) * 0.5
+    S_std = S0.clone()
+    cache = ReplaySSMCache.allocate(
+        num_slots=p.num_slots, batch=p.batch, num_q_heads=p.num_q_heads, num_v_heads=p.num_v_heads,
+        key_dim=p.key_dim, value_dim=p.value_dim, cache_length=p.cache_length, cache_dtype=f64,
+    )  # fmt: skip
+    out, out_std = (torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, dtype=f64) for _ in range(2))
+    rows = []
+    for step in range(steps):
+        mixed, a, b = random_token(p, gen, "cpu", f64)
+        force = torch.zeros(p.batch, dtype=torch.int32)
+        force[forced.get(step, [])] = 1
+        c = cache.write_pos.clone()
+        recurrent_decode_step(mixed, a, b, w.A_log, w.dt_bias, w.scale, S_std, out_std, idx, True)
+        replayssm_decode_step(
+            mixed, a, b, w.A_log, w.dt_bias, w.scale, S0, cache.d_cache, cache.k_cache, cache.g_cache, out, idx,
+            cache.write_pos, force, True,
+        )  # fmt: skip
+        advance_write_pos(cache.write_pos, p.cache_length, force, idx)
+        state = materialize_state(S0, cache.d_cache, cache.k_cache, cache.g_cache, idx, cache.write_pos)
+        for r in range(p.batch):
+            event = "forced flush" if force[r] and c[r] != p.cache_length - 1 else "append"
+            event = "natural flush" if c[r] == p.cache_length - 1 else event
+            err = (state[r] - S_std[r]).abs().max().item()
+            rows.append({"step": step, "row": r, "cursor": int(c[r]), "event": event,
+                         "entries_after": int(cache.write_pos[r]), "state_max_abs_err": err,
+                         "out_max_abs_err": (out[r] - out_std[r]).abs().max().item()})  # fmt: skip
+    return pd.DataFrame(rows), cache
+
+
+def plot_ring_occupancy(trace: pd.DataFrame, cache_length: int, path=None):
+    """Ring entries held by each row over time, with flush events marked."""
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    for r, g in trace.groupby("row"):
+        ax.step(g.step, g.entries_after, where="post", label=f"row {r}")
+        for event, marker in (("natural flush", "v"), ("forced flush", "x")):
+            e = g[g.event == event]
+            ax.plot(e.step, e.entries_after, marker, ms=9, color="k", ls="none", label=event if r == 0 else None)
+    ax.axhline(cache_length - 1, color="grey", ls=":", lw=1, label="L - 1: next step flushes")
+    ax.set_xlabel("decode step")
+    ax.set_ylabel("committed ring entries")
+    ax.set_title("Ring occupancy: entries accumulate, a flush folds them into the checkpoint")
+    ax.legend(fontsize=7, ncol=2)
+    return _finish(fig, path)
+
+
+def bytes_model_frame(lengths, shape: TrafficShape | None = None) -> pd.DataFrame:
+    """Model bytes per step per row (cycle average) vs L for fp32 and bf16 state, and standard decode."""
+    rows = []
+    for sb, name in ((4, "float32"), (2, "bfloat16")):
+        t = shape or TrafficShape(32, 32, 128, 128)
+        t = TrafficShape(t.num_q_heads, t.num_v_heads, t.key_dim, t.value_dim, state_bytes=sb)
+        for L in lengths:
+            rows.append({"state_dtype": name, "cache_length": L, "impl": "replayssm",
+                         "bytes_per_row": replay_cycle_bytes_per_row(t, L)})  # fmt: skip
+        rows.append(
+            {"state_dtype": name, "cache_length": 0, "impl": "standard", "bytes_per_row": standard_bytes_per_row(t)}
+        )
+    return pd.DataFrame(rows)
+
+
+def plot_bytes_model(frame: pd.DataFrame, path=None):
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    rep = frame[frame.impl == "replayssm"]
+    for sd, g in rep.groupby("state_dtype"):
+        line = ax.plot(g.cache_length, g.bytes_per_row / 1e6, "o-", label=f"ReplaySSM, {sd} state, bf16 ring")
+        std = frame[(frame.impl == "standard") & (frame.state_dtype == sd)].bytes_per_row.iloc[0]
+        ax.axhline(std / 1e6, ls="--", color=line[0].get_color(), label=f"standard decode, {sd} state")
+    _log2_x(ax, rep.cache_length)
+    ax.set_ylabel("MB moved per row per step (cycle avg)")
+    ax.set_title("Traffic model, HV=32, K=V=128 (inputs/outputs included)")
+    ax.legend(fontsize=7)
+    return _finish(fig, path)
+
+
+# ---- notebook 02: correctness -----------------------------------------------------------------------
+
+
+def error_sweep(
+    cache_lengths, heads, dtypes=("float32", "bfloat16"), *, dims=(16, 32), batch=4, seed=0, replay_fn=None,
+    label="reference", device="cpu", steps=None,
+) -> pd.DataFrame:  # fmt: skip
+    """Relative RMSE and max abs error against the float64 standard recurrence, per (L, HV, dtype)."""
+    rows = []
+    for L, (h, hv), name in itertools.product(cache_lengths, heads, dtypes):
+        p = Problem(batch, h, hv, dims[0], dims[1], L)
+        kw = {} if replay_fn is None else {"replay_fn": replay_fn}
+        r = run_sequence(p, steps=steps or 2 * L + 3, seed=seed + L, state_dtype=DTYPES[name], device=device, **kw)
+        rows.append({"impl": label, "cache_length": L, "num_q_heads": h, "num_v_heads": hv, "state_dtype": name,
+                     "rel_rmse_out": r.max_out_rel, "rel_err_state": r.max_state_rel, "max_abs": r.max_abs,
+                     "finite": not r.nonfinite})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def plot_error_sweep(frame: pd.DataFrame, path=None):
+    """Max relative error (outputs and checkpoints) vs L, one line per (impl, dtype, HV)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, col, title in zip(axes, ("rel_rmse_out", "rel_err_state"), ("outputs", "checkpoints"), strict=True):
+        for (impl, sd, hv), g in frame.groupby(["impl", "state_dtype", "num_v_heads"]):
+            g = g.sort_values("cache_length")
+            ax.plot(g.cache_length, g[col].clip(lower=1e-17), "o-", label=f"{impl} {sd} HV={hv}")
+        _log2_x(ax, frame.cache_length)
+        ax.set_yscale("log")
+        ax.set_ylabel("max over steps of ‖x − ref‖/‖ref‖")
+        ax.set_title(title)
+    axes[0].legend(fontsize=6)
+    fig.suptitle("Error against the float64 standard recurrence")
+    return _finish(fig, path)
+
+
+def drift_sweep(steps: int, cache_lengths=(1, 8, 64), *, dtype="float32", seed=0, p_force=0.0) -> pd.DataFrame:
+    """Output error per step over a long horizon: standard decode vs ReplaySSM at several L, same inputs."""
+    rows = []
+    base = Problem(2, 1, 2, 16, 16, 1)
+    std = run_sequence(base, steps=steps, seed=seed, standard=True, replay_fn=recurrent_decode_step,
+                       state_dtype=DTYPES[dtype], p_force=0.0, p_pad=0.0)  # fmt: skip
+    rows += [{"impl": "standard", "cache_length": 0, "step": i, "rel_err_out": e} for i, e in enumerate(std.out_rel)]
+    for L in cache_lengths:
+        p = Problem(2, 1, 2, 16, 16, L)
+        r = run_sequence(p, steps=steps, seed=seed, state_dtype=DTYPES[dtype], p_force=p_force, p_pad=0.0)
+        rows += [{"impl": "replayssm", "cache_length": L, "step": i, "rel_err_out": e} for i, e in enumerate(r.out_rel)]
+    return pd.DataFrame(rows)
+
+
+def plot_drift(frame: pd.DataFrame, window: int = 64, path=None):
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for (impl, L), g in frame.groupby(["impl", "cache_length"]):
+        label = "standard decode" if impl == "standard" else f"ReplaySSM L={L}"
+        smooth = g.sort_values("step").rel_err_out.rolling(window, min_periods=1).max()
+        ax.plot(g.step, smooth, label=label, lw=1.2)
+    ax.set_yscale("log")
+    ax.set_xlabel("decode step")
+    ax.set_ylabel(f"‖out − ref‖/‖ref‖ (rolling max, {window} steps)")
+    ax.set_title("Long-horizon drift against the float64 recurrence (float32 state, same inputs)")
+    ax.legend(fontsize=8)
+    return _finish(fig, path)

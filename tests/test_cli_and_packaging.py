@@ -1,0 +1,99 @@
+"""The sanity CLI's contract (exit codes, JSON), the environment file, and the bench harness helpers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+import torch
+import yaml
+
+from replayssm_ref import advance_write_pos
+from replayssm_ref.__main__ import main
+from replayssm_ref.traffic import TrafficShape, model_speedup, replay_cycle_bytes_per_row, standard_bytes_per_row
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_cli_passes_and_prints_a_table(capsys):
+    assert main(["--cache-lengths", "1", "3", "--heads", "1/1", "2/4", "--steps", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "all 12 cases passed" in text and "B4-H2-HV4-K16-V32-L3" in text
+
+
+def test_cli_json_output(capsys):
+    assert main(["--cache-lengths", "2", "--heads", "1/2", "--dtypes", "float64", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] and doc["cases"][0]["max_out_rel"] < 1e-12 and doc["cases"][0]["natural_flushes"] > 0
+
+
+@pytest.mark.parametrize(
+    "argv", [["--heads", "3/4"], ["--cache-lengths", "0"], ["--dims", "12x16"], ["--device", "nope"]]
+)
+def test_cli_bad_arguments_exit_2(argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+
+
+def test_cli_reports_failure_with_exit_1(monkeypatch, capsys):
+    import replayssm_ref.__main__ as cli
+
+    monkeypatch.setitem(cli.TOLERANCES, "float32", 0.0)  # no float32 run is exact: must fail
+    assert main(["--cache-lengths", "2", "--heads", "1/1", "--dtypes", "float32"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower()
+
+
+def test_environment_yml_names_the_same_dependencies_as_pyproject():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    env_names = {_name(r) for r in pip if not r.startswith("-e")}
+    assert any(r.startswith("-e .[") for r in pip)
+    proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {_name(r) for r in proj["dependencies"]}
+    for extra in ("notebook", "dev"):
+        wanted |= {_name(r) for r in proj["optional-dependencies"][extra]}
+    assert env_names == wanted
+
+
+def test_bench_cursor_schedule_is_what_advance_write_pos_gives():
+    from replayssm_kernels.bench import cursor_schedule
+
+    for L in (1, 3, 8):
+        sched = cursor_schedule(10, L, "cpu")
+        wp = sched[0].clone()
+        for t in range(1, L):
+            advance_write_pos(wp, L)
+            assert torch.equal(wp, sched[t])
+        # every row visits every cursor once per cycle, so natural flushes are spread over the steps
+        assert sorted(torch.stack(sched)[:, 0].tolist()) == list(range(L))
+        assert (torch.stack(sched) == L - 1).sum(0).tolist() == [1] * 10
+
+
+def test_traffic_model_matches_the_design_doc_table():
+    fp32 = TrafficShape(32, 32, 128, 128, state_bytes=4)
+    bf16 = TrafficShape(32, 32, 128, 128, state_bytes=2)
+    assert [round(model_speedup(fp32, L), 2) for L in (4, 8, 16)] == [1.56, 1.68, 1.67]
+    assert [round(model_speedup(bf16, L), 2) for L in (4, 8, 16)] == [1.51, 1.59, 1.51]
+    assert replay_cycle_bytes_per_row(fp32, 1) == pytest.approx(standard_bytes_per_row(fp32))
+
+
+def test_plots_render_from_the_committed_csvs(tmp_path):
+    from replayssm_kernels import plots
+
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- BEGIN HEADLINE -->\n<!-- END HEADLINE -->\n<!-- BEGIN ERRORS -->\n<!-- END ERRORS -->\n")
+    bench = tmp_path / "bench.csv"
+    bench.write_bytes(plots.BENCH_CSV.read_bytes())
+    errors = tmp_path / "errors.csv"
+    errors.write_bytes(plots.ERRORS_CSV.read_bytes())
+    assert plots.main(["--bench-csv", str(bench), "--errors-csv", str(errors), "--readme", str(readme)]) == 0
+    assert (tmp_path / "speedup.png").stat().st_size > 10_000
+    assert "| float32 / bfloat16 | 16 |" in readme.read_text()
