@@ -98,3 +98,11 @@ def test_plots_render_from_the_committed_csvs(tmp_path):
     assert (tmp_path / "speedup.png").stat().st_size > 10_000
     text = readme.read_text()
     assert "| float32 / bfloat16 | 16 |" in text and "runs within tolerance" in text
+
+
+def test_readme_usage_example_runs():
+    text = (ROOT / "README.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert torch.isfinite(namespace["out"]).all() and (namespace["cache"].write_pos < 8).all()

@@ -85,3 +85,20 @@ def test_kernel_rejects_what_it_does_not_support():
             torch.zeros(4, 1, 2, 16), torch.zeros(4, 1, 2, 32), torch.zeros(2, 1, 1, 32),
             torch.tensor([0, 1], dtype=torch.int32), torch.zeros(2, dtype=torch.int32),
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "p,state_dtype,out_dtype",
+    [
+        (Problem(2, 1, 2, 64, 256, 3), torch.float16, torch.float32),
+        (Problem(2, 2, 2, 256, 16, 2), torch.bfloat16, torch.bfloat16),
+    ],
+    ids=["fp16-state-K64-V256-fp32-out", "bf16-state-K256-V16"],
+)
+def test_kernel_dtypes_and_dimension_range(p, state_dtype, out_dtype):
+    r = run_sequence(
+        p, steps=2 * p.cache_length + 2, replay_fn=helion_fused_recurrent_kda_replayssm_decode,
+        state_dtype=state_dtype, cache_dtype=torch.bfloat16, input_dtype=torch.bfloat16, out_dtype=out_dtype,
+        device=DEVICE, p_force=0.3, seed=5,
+    )  # fmt: skip
+    assert r.max_rel <= 3e-2 and not r.nonfinite and r.untouched_ok
