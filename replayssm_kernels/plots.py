@@ -18,6 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from replayssm_ref.figures import _finish, _log2_x  # noqa: E402  (one style for every figure)
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_CSV = ROOT / "results/bench/decode_throughput.csv"
 ERRORS_CSV = ROOT / "results/gpu_check/kernel_errors.csv"
@@ -49,13 +51,6 @@ def best_cache_length(df: pd.DataFrame) -> pd.DataFrame:
     cols = _shape_key(df) + ["cache_dtype", "cache_length", "us_per_step"]
     cols += [f"speedup_vs_{b}" for b in BASELINES] + ["frac_of_copy"]
     return sp.loc[idx, cols].sort_values(_shape_key(df)).reset_index(drop=True)
-
-
-def _log2_x(ax, lengths):
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(lengths))
-    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.set_xlabel("ring length L (tokens)")
 
 
 def _panels(df):
@@ -142,15 +137,6 @@ def plot_kernel_errors(err: pd.DataFrame, path: Path | None = None):
     axes[0].legend(fontsize=6)
     fig.suptitle("Helion ReplaySSM vs float64 reference on the H200 (bf16 inputs/outputs)")
     return _finish(fig, path)
-
-
-def _finish(fig, path):
-    fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
 
 
 # ---- README tables ---------------------------------------------------------------------------------
