@@ -9,8 +9,9 @@ ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two m
     S_rec x = S0 (e^Gamma * x) + sum_{i<c} d_i (W_i * kappa_i . x),
 
 so a step reads the checkpoint tile once, the ``c`` live ring entries once, and writes one ring entry.
-The rebuilt state is formed (one small matmul, ``d^T (W * kappa)``) only on flush rows, which then
-write the checkpoint. Nothing branches on the host: cursors, flushes and padding are device values,
+The rebuilt state is formed only on flush rows, which then write the checkpoint: as one small tf32
+matmul ``d^T (W * kappa)`` (``precision="fast"``) or by folding the entries one by one in fp32
+(``"precise"``). Nothing branches on the host: cursors, flushes and padding are device values,
 so a step can be captured in a CUDA graph and replayed with new cursors.
 """
 
@@ -48,7 +49,7 @@ def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NOR
         g = lower_bound * torch.sigmoid(A * x)
     else:
         # where() with two tensors: a Python scalar branch breaks TRITON_INTERPRET codegen.
-        g = -A * torch.where(x <= LOG1P_THRESHOLD, torch.log1p(torch.exp(torch.minimum(x, x * 0 + 20.0))), x)
+        g = -A * torch.where(x <= LOG1P_THRESHOLD, torch.log1p(torch.exp(torch.minimum(x, x * 0 + LOG1P_THRESHOLD))), x)
     beta = torch.sigmoid(b_t.to(torch.float32))
     return q, k, g, beta
 
