@@ -68,6 +68,13 @@ class ReplaySSMCache:
         else:
             self.write_pos[torch.as_tensor(rows, device=self.write_pos.device, dtype=torch.long)] = 0
 
+    def reset_slots(self, slots, ssm_state_indices: torch.Tensor) -> None:
+        """Empty the rings of every row whose slot (``ssm_state_indices``) is in ``slots``: the call to
+        make after writing those slots' checkpoints from outside (prefill, prefix-cache copy)."""
+        slots = torch.as_tensor(slots, device=ssm_state_indices.device, dtype=ssm_state_indices.dtype)
+        hit = torch.isin(ssm_state_indices, slots) & (ssm_state_indices >= 0)
+        self.write_pos.masked_fill_(hit.to(self.write_pos.device), 0)
+
     def nbytes_per_slot(self) -> int:
         """Ring bytes held per slot (d + k + g)."""
         return sum(t[0].numel() * t.element_size() for t in (self.d_cache, self.k_cache, self.g_cache))

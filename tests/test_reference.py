@@ -304,6 +304,9 @@ def test_cache_allocation_shapes_and_reset():
     assert c.write_pos.tolist() == [3, 0, 3]
     c.reset_rows()
     assert c.write_pos.tolist() == [0, 0, 0]
+    c.write_pos.fill_(2)
+    c.reset_slots([4, 0], torch.tensor([4, -1, 1], dtype=torch.int32))  # row 1 is padding: untouched
+    assert c.write_pos.tolist() == [0, 2, 2]
     assert c.nbytes_per_slot() == 4 * 6 * 32 * 2 + 2 * 6 * 16 * 2 + 4 * 6 * 16 * 4
     with pytest.raises(ValueError, match="multiple of num_q_heads"):
         ReplaySSMCache.allocate(
