@@ -102,3 +102,56 @@ def test_kernel_dtypes_and_dimension_range(p, state_dtype, out_dtype):
         device=DEVICE, p_force=0.3, seed=5,
     )  # fmt: skip
     assert r.max_rel <= 3e-2 and not r.nonfinite and r.untouched_ok
+
+
+def test_long_ring_L128():
+    p = Problem(2, 1, 2, 16, 16, 128)
+    r = run_sequence(
+        p, steps=130, replay_fn=helion_fused_recurrent_kda_replayssm_decode, state_dtype=torch.float32,
+        device=DEVICE, p_force=0.0, p_pad=0.0, seed=3,
+    )  # fmt: skip
+    assert r.natural_flushes > 0 and r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+
+
+def test_strided_views_match_the_reference():
+    """Padded slot stride for the state, strided mixed_qkv rows, ring views at an offset: the kernel
+    reads and writes through the views and leaves the padding around them untouched."""
+    from replayssm_ref import ReplaySSMCache, replayssm_decode_step
+    from replayssm_ref.harness import random_token, random_weights
+
+    p = Problem(3, 2, 4, 16, 32, 3)
+    gen = torch.Generator().manual_seed(11)
+    w = random_weights(p, gen, DEVICE)
+    mixed, a, b = random_token(p, gen, DEVICE, torch.float32)
+    wide = torch.full((p.batch, p.qkv_width + 8), float("nan"), device=DEVICE)
+    wide[:, 5 : 5 + p.qkv_width] = mixed
+    big = torch.full((p.num_slots, p.num_v_heads + 1, p.value_dim, p.key_dim), 1e30, device=DEVICE)
+    big[:, 1:] = torch.randn(p.num_slots, p.num_v_heads, p.value_dim, p.key_dim, generator=gen).to(DEVICE)
+    cache = ReplaySSMCache.allocate(
+        num_slots=p.num_slots + 1, batch=p.batch, num_q_heads=p.num_q_heads, num_v_heads=p.num_v_heads,
+        key_dim=p.key_dim, value_dim=p.value_dim, cache_length=p.cache_length, cache_dtype=torch.float32,
+        device=DEVICE,
+    )  # fmt: skip
+    for t in (cache.d_cache, cache.k_cache):
+        t[:, :, :2] = torch.randn(t[:, :, :2].shape, generator=gen).to(DEVICE) * 0.3
+    cache.g_cache[:, :, :2] = -torch.rand(cache.g_cache[:, :, :2].shape, generator=gen).to(DEVICE)
+    rings = [t[1:] for t in (cache.d_cache, cache.k_cache, cache.g_cache)]  # views at an offset
+    wp = torch.tensor([0, 2, 1], dtype=torch.int32, device=DEVICE)
+    idx = torch.tensor([3, 0, 4], dtype=torch.int32, device=DEVICE)
+    force = torch.tensor([0, 0, 1], dtype=torch.int32, device=DEVICE)
+    ref_state, ref_rings = big[:, 1:].double(), [r.double() for r in rings]
+    ref_out = torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, dtype=torch.float64, device=DEVICE)
+    replayssm_decode_step(
+        mixed.double(), a.double(), b.double(), w.A_log.double(), w.dt_bias.double(), w.scale, ref_state,
+        *ref_rings, ref_out, idx, wp, force, True,
+    )  # fmt: skip
+    out = torch.full((p.batch, 1, p.num_v_heads, p.value_dim), float("nan"), device=DEVICE)
+    state = big[:, 1:]
+    helion_fused_recurrent_kda_replayssm_decode(
+        wide[:, 5 : 5 + p.qkv_width], a, b, w.A_log, w.dt_bias, w.scale, state, *rings, out, idx, wp, force, True
+    )
+    torch.testing.assert_close(out.double(), ref_out, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(state.double(), ref_state, rtol=1e-5, atol=1e-5)
+    for got, want in zip(rings, ref_rings, strict=True):
+        torch.testing.assert_close(got.double().nan_to_num(7.0), want.nan_to_num(7.0), rtol=1e-6, atol=1e-6)
+    assert (big[:, 0] == 1e30).all()

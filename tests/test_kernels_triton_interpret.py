@@ -34,3 +34,9 @@ def test_generated_standard_code():
         p, steps=3, standard=True, replay_fn=helion_fused_recurrent_kda_packed_decode, state_dtype=torch.float32
     )
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+
+
+def test_generated_code_with_strided_views():
+    from test_kernels_cpu import test_strided_views_match_the_reference as check  # same check, generated code
+
+    check()
