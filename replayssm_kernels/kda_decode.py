@@ -21,6 +21,8 @@ import helion
 import helion.language as hl
 import torch
 
+from replayssm_ref.validation import check_kernel_support, validate_decode_inputs, validate_replayssm_inputs
+
 from .configs import load_config
 
 LOG1P_THRESHOLD = 20.0  # softplus(x) = x above this, as in the reference
@@ -291,22 +293,12 @@ def helion_fused_recurrent_kda_replayssm_decode(
     d_i kappa_i^T``, the recurrence's own order). Outputs and non-flush steps are fp32 in both.
     ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """
-    from replayssm_ref.validation import (
-        check_kernel_support,
-        check_runtime_values,
-        should_check_values,
-        validate_replayssm_inputs,
-    )
-
     shapes = validate_replayssm_inputs(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
-        out, ssm_state_indices, write_pos, force_flush,
+        out, ssm_state_indices, write_pos, force_flush, check_values=check_values,
     )  # fmt: skip
     check_kernel_support(shapes, initial_state, out)
     _check_precision(precision)
-    if should_check_values(check_values, mixed_qkv.device):
-        rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
-        check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=shapes.cache_length)
 
     kind = "replayssm" if precision == "fast" else "replayssm-precise"
     config = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
@@ -340,17 +332,10 @@ def helion_fused_recurrent_kda_packed_decode(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard KDA decode (read state, update, write back); same semantics as
     ``replayssm_ref.recurrent_decode_step``. The baseline ReplaySSM is measured against."""
-    from replayssm_ref.validation import (
-        check_kernel_support,
-        check_runtime_values,
-        should_check_values,
-        validate_decode_inputs,
+    shapes = validate_decode_inputs(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
     )
-
-    shapes = validate_decode_inputs(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices)
     check_kernel_support(shapes, initial_state, out)
-    if should_check_values(check_values, mixed_qkv.device):
-        check_runtime_values(ssm_state_indices, {"initial_state": initial_state})
     config = _resolve_config(config, "standard", mixed_qkv.device, initial_state.dtype, shapes)
     kernel = _kernel(_standard_body, config)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)

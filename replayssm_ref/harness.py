@@ -194,11 +194,11 @@ def run_sequence(
             flush_rows = natural | forced
             advance_write_pos(cache.write_pos, L, force, idx)
 
-        valid = (idx >= 0).cpu()
+        valid = idx >= 0
         res.nonfinite |= not bool(torch.isfinite(out).all())
-        res.untouched_ok &= bool((out[~valid.to(device)] == 0).all())
-        res.out_rel.append(relative_error(out[valid.to(device)], out_ref[valid.to(device)]))
-        res.out_abs.append(max_abs_error(out[valid.to(device)], out_ref[valid.to(device)]))
+        res.untouched_ok &= bool((out[~valid] == 0).all())
+        res.out_rel.append(relative_error(out[valid], out_ref[valid]))
+        res.out_abs.append(max_abs_error(out[valid], out_ref[valid]))
         if flush_rows.any():
             fs = slots[flush_rows].to(device)
             res.state_rel.append(relative_error(S_test[fs], S_ref[fs]))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .gates import compute_dtype, kda_log_decay
-from .validation import DecodeShapes, check_runtime_values, should_check_values, validate_decode_inputs
+from .validation import DecodeShapes, validate_decode_inputs
 
 L2NORM_EPS = 1e-6
 
@@ -92,9 +92,9 @@ def recurrent_decode_step(
 
     Padding rows (negative index) get ``out = 0`` and touch no state. Returns ``(out, initial_state)``.
     """
-    shapes = validate_decode_inputs(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices)
-    if should_check_values(check_values, mixed_qkv.device):
-        check_runtime_values(ssm_state_indices, {"initial_state": initial_state})
+    shapes = validate_decode_inputs(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
+    )
 
     cd = compute_dtype(mixed_qkv, initial_state)
     tok = prepare_token(mixed_qkv, b, A_log, scale, shapes, cd, use_qk_l2norm_in_kernel, lower_bound)

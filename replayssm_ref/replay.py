@@ -16,7 +16,7 @@ import torch
 
 from .gates import compute_dtype
 from .recurrence import Token, prepare_token, valid_rows
-from .validation import check_runtime_values, should_check_values, validate_replayssm_inputs
+from .validation import validate_replayssm_inputs
 
 
 def reconstruct_state(S0, d, kappa, gamma, c):
@@ -96,12 +96,9 @@ def replayssm_decode_step(
     """
     shapes = validate_replayssm_inputs(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
-        out, ssm_state_indices, write_pos, force_flush,
+        out, ssm_state_indices, write_pos, force_flush, check_values=check_values,
     )  # fmt: skip
     L = shapes.cache_length
-    if should_check_values(check_values, mixed_qkv.device):
-        rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
-        check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=L)
 
     cd = compute_dtype(mixed_qkv, initial_state)
     tok = prepare_token(mixed_qkv, b, A_log, scale, shapes, cd, use_qk_l2norm_in_kernel, lower_bound)

@@ -82,8 +82,13 @@ def validate_decode_inputs(
     initial_state: torch.Tensor,
     out: torch.Tensor,
     ssm_state_indices: torch.Tensor,
+    *,
+    check_values: bool | None = False,
 ) -> DecodeShapes:
-    """Check the inputs shared by the standard decode and the ReplaySSM step; return the sizes."""
+    """Check the inputs shared by the standard decode and the ReplaySSM step; return the sizes.
+
+    ``check_values`` adds :func:`check_runtime_values` (``None``: only on the CPU, see the module doc).
+    """
     # Gate logits and bias may come per head ([B, HV, K], [HV, K]); they are flattened views below.
     if a.ndim not in (2, 3) or not a.is_contiguous():
         _fail("a", "be a contiguous [B, HV*K] or [B, HV, K] tensor", f"shape {_shape(a)}, strides {a.stride()}")
@@ -172,6 +177,8 @@ def validate_decode_inputs(
             f"pack H q/k heads with HV = {num_v_heads} a multiple of H",
             f"H = {num_q_heads}",
         )
+    if should_check_values(check_values, device):
+        check_runtime_values(ssm_state_indices, {"initial_state": initial_state})
     return DecodeShapes(batch, num_q_heads, num_v_heads, key_dim, value_dim, a2, dt1)
 
 
@@ -190,8 +197,11 @@ def validate_replayssm_inputs(
     ssm_state_indices: torch.Tensor,
     write_pos: torch.Tensor,
     force_flush: torch.Tensor | None,
+    *,
+    check_values: bool | None = False,
 ) -> DecodeShapes:
-    """Check a ReplaySSM step's inputs: the standard ones, then cursors and the three rings."""
+    """Check a ReplaySSM step's inputs: the standard ones, then cursors and the three rings
+    (``check_values`` as in :func:`validate_decode_inputs`, with the rings and cursors included)."""
     s = validate_decode_inputs(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices)
     batch, hv, h, k, v = s.batch, s.num_v_heads, s.num_q_heads, s.key_dim, s.value_dim
 
@@ -264,6 +274,9 @@ def validate_replayssm_inputs(
     for name, t in named.items():
         if t.device != device:
             _fail(name, f"be on mixed_qkv's device {device}", f"{t.device}")
+    if should_check_values(check_values, device):
+        rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
+        check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=cache_length)
     return DecodeShapes(batch, h, hv, k, v, s.a, s.dt_bias, cache_length)
 
 
