@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -24,7 +25,9 @@ import torch
 TORCH_TO_TRITON = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
-def generated_source(kernel: str, cache_length: int, block_v: int, num_warps: int, state_dtype, precision: str):
+def generated_source(
+    kernel: str, cache_length: int, block_v: int, num_warps: int, state_dtype, precision: str, extra: dict | None = None
+):
     """(Triton source, {argument name: tensor}) for one kernel at K=V=128, HV=32."""
     import helion
 
@@ -49,7 +52,7 @@ def generated_source(kernel: str, cache_length: int, block_v: int, num_warps: in
         mixed, a, b, w.A_log, w.dt_bias, w.scale, S, c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, None
     )
     qv, kv, vv, a3, dt2 = kd._views(mixed, a, w.dt_bias, shapes)
-    cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1)
+    cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
     common = (qv, kv, vv, a3, b, w.A_log, dt2, S)
     if kernel == "replayssm":
         args = common + (c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, c.write_pos, float(w.scale), 0.0)
@@ -119,6 +122,7 @@ def main(argv=None) -> int:
     ap.add_argument("--block-v", type=int, default=128)
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--config", type=json.loads, default={}, help="more helion.Config fields as JSON")
     ap.add_argument("--dump", help="also write the generated Triton source here")
     args = ap.parse_args(argv)
     if os.environ.get("HELION_INTERPRET") == "1" or os.environ.get("TRITON_INTERPRET") == "1":
@@ -126,7 +130,13 @@ def main(argv=None) -> int:
         return 2
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     source, tensors = generated_source(
-        args.kernel, args.cache_length, args.block_v, args.num_warps, getattr(torch, args.state_dtype), args.precision
+        args.kernel,
+        args.cache_length,
+        args.block_v,
+        args.num_warps,
+        getattr(torch, args.state_dtype),
+        args.precision,
+        args.config,
     )
     if args.dump:
         with open(args.dump, "w") as f:

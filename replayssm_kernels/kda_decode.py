@@ -124,20 +124,24 @@ def _replayssm_body(
         aq = alpha * q
         ak = alpha * k
         v = v_view[row, j, tile_v].to(torch.float32)
-        S0 = _slot_rows(initial_state[slot, j, tile_v, :]).to(torch.float32)  # [BV, K]
+        S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
 
-        # 1. Replay the c live ring entries as two mat-vecs (the loop runs once, or never if c == 0).
-        decay_all = hl.full([K], 1.0, dtype=torch.float32)  # e^Gamma
-        ring_q = hl.zeros([tile_v], dtype=torch.float32)
-        ring_k = hl.zeros([tile_v], dtype=torch.float32)
-        for tile_l in hl.tile(0, c, block_size=LB):
-            gamma, kw = _ring_weights(g_cache, k_cache, slot, j, h, tile_l)  # [LB, K], zero past c
-            d = _slot_rows(d_cache[slot, j, tile_l, tile_v]).to(torch.float32)  # [LB, BV]
-            decay_all = torch.exp(gamma.sum(0))
-            ring_q = (d * (kw * aq[None, :]).sum(1)[:, None]).sum(0)
-            ring_k = (d * (kw * ak[None, :]).sum(1)[:, None]).sum(0)
-        sq = (S0 * (decay_all * aq)[None, :]).sum(1) + ring_q
-        sk = (S0 * (decay_all * ak)[None, :]).sum(1) + ring_k
+        # 1. Replay the c live ring entries newest to oldest: y <- y * e^gamma_i carries the suffix decay.
+        yq = hl.zeros([tile_b, K], dtype=torch.float32) + aq[None, :]  # [1, K]
+        yk = hl.zeros([tile_b, K], dtype=torch.float32) + ak[None, :]
+        ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        for tile_i in hl.tile(L - c, L, block_size=1):
+            i = L - 1 - tile_i.begin
+            kappa = k_cache[slot, h, i, :].to(torch.float32)  # [1, K]
+            d = d_cache[slot, j, i, tile_v].to(torch.float32)  # [1, BV]
+            ring_q = ring_q + d * (kappa * yq).sum(1)[:, None]
+            ring_k = ring_k + d * (kappa * yk).sum(1)[:, None]
+            e = torch.exp(g_cache[slot, j, i, :])
+            yq = yq * e
+            yk = yk * e
+        sq = ((S0 * yq[:, None, :]).sum(2) + ring_q).sum(0)
+        sk = ((S0 * yk[:, None, :]).sum(2) + ring_k).sum(0)
 
         # 2. The current token.
         u = beta * (v - sk)
@@ -149,22 +153,22 @@ def _replayssm_body(
         if HAS_FORCE:
             flush = flush | (force_flush[row] != 0)
         if valid & flush:
-            if FOLD_WITH_DOT:  # "fast": S_rec = S0 e^Gamma + d^T (W * kappa) as one tf32 tensor-core dot
-                S_new = S0 * (decay_all * alpha)[None, :]
-                for tile_f in hl.tile(0, c, block_size=LB):  # same entries; new names (Helion types per loop)
-                    _, kw_f = _ring_weights(g_cache, k_cache, slot, j, h, tile_f)
-                    d_f = _slot_rows(d_cache[slot, j, tile_f, tile_v]).to(torch.float32)
-                    S_new = S_new + d_f.T @ (kw_f * alpha[None, :])
-            else:  # "precise": fold the entries one by one in fp32, S <- S e^gamma_i + d_i kappa_i^T
+            if FOLD_WITH_DOT:  # S_rec = S0 e^Gamma + d^T (W * kappa) as one tf32 tensor-core dot
                 S_new = S0
-                for tile_i in hl.tile(0, c, block_size=1):
-                    gamma_i = _slot_rows(_slot_rows(g_cache[slot, j, tile_i, :])).to(torch.float32)  # [K]
-                    kappa_i = _slot_rows(_slot_rows(k_cache[slot, h, tile_i, :])).to(torch.float32)
-                    d_i = _slot_rows(_slot_rows(d_cache[slot, j, tile_i, tile_v])).to(torch.float32)  # [BV]
-                    S_new = S_new * torch.exp(gamma_i)[None, :] + d_i[:, None] * kappa_i[None, :]
-                S_new = S_new * alpha[None, :]
-            S_new = S_new + u[:, None] * k[None, :]
-            initial_state[slot, j, tile_v, :] = S_new[None, :, :].to(initial_state.dtype)
+                for tile_l in hl.tile(0, c, block_size=LB):
+                    gamma, kw = _ring_weights(g_cache, k_cache, slot, j, h, tile_l)  # [LB, K], zero past c
+                    d_l = _slot_rows(d_cache[slot, j, tile_l, tile_v]).to(torch.float32)  # [LB, BV]
+                    S_new = S_new * torch.exp(gamma.sum(0))[None, None, :] + (d_l.T @ kw)[None, :, :]
+            else:  # fold oldest to newest in fp32: S <- S e^gamma_i + d_i kappa_i^T
+                S_new = S0
+                for tile_f in hl.tile(0, c, block_size=1):
+                    i_f = tile_f.begin
+                    gamma_f = g_cache[slot, j, i_f, :]  # [1, K]
+                    kappa_f = k_cache[slot, h, i_f, :].to(torch.float32)
+                    d_f = d_cache[slot, j, i_f, tile_v].to(torch.float32)  # [1, BV]
+                    S_new = S_new * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
+            S_new = S_new * alpha[None, None, :] + u[None, :, None] * k[None, None, :]
+            initial_state[slot, j, tile_v, :] = S_new.to(initial_state.dtype)
 
         # 4. Other rows append (u, k, g) at the cursor; k once per q/k head, g once per value head.
         if valid & ~flush:

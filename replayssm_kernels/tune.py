@@ -24,7 +24,10 @@ import torch
 from .bench import Case, Workload, _dtype_pair, time_graph
 from .configs import CONFIG_DIR, device_key, shape_class
 
-GRID = {"block_sizes": [[32], [64], [128]], "num_warps": [4, 8], "num_stages": [1]}
+GRID = {"block_sizes": [[32], [64], [128]], "num_warps": [1, 2, 4], "num_stages": [1], "ring_unroll": [0, 4]}
+MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (block_v * K / threads); more spills
+RING_LOOP = 1  # position of the ring replay loop among the ReplaySSM kernel's device loops
+N_LOOPS = 4
 
 
 def _grid_from(text: str) -> dict:
@@ -35,6 +38,23 @@ def _grid_from(text: str) -> dict:
 def grid_configs(grid: dict = GRID) -> list[dict]:
     keys = list(grid)
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def helion_config(kind: str, cfg: dict, key_dim: int) -> dict | None:
+    """A grid point as ``helion.Config`` keyword arguments for ``kind``, or None if it cannot fit.
+
+    ``ring_unroll`` is shorthand for the unroll factor of the ReplaySSM ring loop (the standard kernel
+    has no device loop, so it ignores it and only its ``0`` point is kept)."""
+    cfg = dict(cfg)
+    unroll = cfg.pop("ring_unroll", 0)
+    if cfg["block_sizes"][0] * key_dim > MAX_STATE_PER_THREAD * 32 * cfg["num_warps"]:
+        return None
+    if kind == "replayssm":
+        if unroll:
+            cfg["range_unroll_factors"] = [unroll if i == RING_LOOP else 0 for i in range(N_LOOPS)]
+    elif unroll:
+        return None
+    return cfg
 
 
 def main(argv=None) -> int:
@@ -61,6 +81,17 @@ def main(argv=None) -> int:
     path = CONFIG_DIR / f"{device_key(device)}.json"
     table = json.loads(path.read_text())["configs"] if path.exists() else {}
     trials = []
+    tuned_by = "python -m replayssm_kernels.tune " + " ".join(argv if argv is not None else sys.argv[1:])
+    from .envinfo import write_env_json
+
+    args.trials_csv.parent.mkdir(parents=True, exist_ok=True)
+    write_env_json(args.trials_csv.parent / "env.json", config=vars(args) | {"command": tuned_by})
+
+    def save():  # after every trial, so a run cut short keeps what it measured
+        pd.DataFrame(trials).to_csv(args.trials_csv, index=False)
+        doc = {"device": torch.cuda.get_device_name(), "tuned_by": tuned_by, "configs": dict(sorted(table.items()))}
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+
     for (sd, cd), kernel in itertools.product(args.dtype_pairs, args.kernels):
         kind, _, precision = kernel.partition("/")
         lengths = args.cache_lengths if kind == "replayssm" else [1]
@@ -68,7 +99,10 @@ def main(argv=None) -> int:
             case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
             work = Workload(case, sets=1, device=device)
             impl = "replayssm_helion" if kind == "replayssm" else "standard_helion"
-            candidates = grid_configs(args.grid) if args.search == "grid" else ["autotune"]
+            if args.search == "grid":
+                candidates = [c for c in (helion_config(kind, g, args.dim) for g in grid_configs(args.grid)) if c]
+            else:
+                candidates = ["autotune"]
             best = None
             for cfg in candidates:
                 config = helion.Config(**cfg) if isinstance(cfg, dict) else cfg
@@ -80,20 +114,15 @@ def main(argv=None) -> int:
                 trials.append({"kernel": kernel, "state_dtype": sd, "cache_dtype": cd, "cache_length": L,
                                "config": json.dumps(cfg), "us_per_step": us})  # fmt: skip
                 print(f"{kernel:18s} {sd}/{cd} L={L:<3d} {cfg}: {us:8.2f} us", flush=True)
+                save()
                 if best is None or us < best[0]:
                     best = (us, cfg)
             if best is not None and isinstance(best[1], dict):
                 shapes = type("S", (), {"key_dim": args.dim, "value_dim": args.dim, "cache_length": L})
                 key = f"{kind}{'-' + precision if precision == 'precise' else ''}/{sd}/{shape_class(kind, shapes)}"
                 table[key] = best[1]
-    tuned_by = "python -m replayssm_kernels.tune " + " ".join(argv if argv is not None else sys.argv[1:])
-    doc = {"device": torch.cuda.get_device_name(), "tuned_by": tuned_by, "configs": dict(sorted(table.items()))}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
-    args.trials_csv.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(trials).to_csv(args.trials_csv, index=False)
-    from .envinfo import write_env_json
-
-    write_env_json(args.trials_csv.parent / "env.json", config=vars(args) | {"command": tuned_by})
+                save()
+    save()
     print(f"wrote {path} and {args.trials_csv}")
     return 0
 
