@@ -59,10 +59,23 @@ def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict
     raise LookupError(f"no config for {kind}/{dtype_name}/{cls} in {CONFIG_DIR} (default.json is missing?)")
 
 
-def load_config(kind: str, device, dtype: torch.dtype, shapes) -> helion.Config:
+# Entries that are not ``helion.Config`` fields but choices baked into the kernel as constexprs.
+KERNEL_OPTIONS = {"ring_chunk": 8}  # ReplaySSM: most ring positions replayed per unrolled chunk
+
+
+def load_config(kind: str, device, dtype: torch.dtype, shapes) -> dict:
+    """The tuned entry for this kernel / device / dtype / shape class, as a plain dict."""
     stem = device_key(device)
     cfg, _ = lookup(kind, stem, DTYPE_NAMES[dtype], shape_class(kind, shapes))
+    return dict(cfg)
+
+
+def split_config(cfg: dict | helion.Config, value_dim: int) -> tuple[helion.Config, dict]:
+    """(``helion.Config``, kernel options) from a table entry or an explicit config."""
+    if isinstance(cfg, helion.Config):
+        return cfg, dict(KERNEL_OPTIONS)
     cfg = dict(cfg)
+    options = {name: cfg.pop(name, default) for name, default in KERNEL_OPTIONS.items()}
     # A block wider than V is pointless; clamp so one table serves every V.
-    cfg["block_sizes"] = [min(bs, shapes.value_dim) for bs in cfg["block_sizes"]]
-    return helion.Config(**cfg)
+    cfg["block_sizes"] = [min(bs, value_dim) for bs in cfg["block_sizes"]]
+    return helion.Config(**cfg), options

@@ -23,7 +23,7 @@ import torch
 
 from replayssm_ref.validation import check_kernel_support, validate_decode_inputs, validate_replayssm_inputs
 
-from .configs import load_config
+from .configs import KERNEL_OPTIONS, load_config, split_config
 
 LOG1P_THRESHOLD = 20.0  # softplus(x) = x above this, as in the reference
 L2NORM_EPS = 1e-6
@@ -32,6 +32,14 @@ L2NORM_EPS = 1e-6
 def ring_block(cache_length: int) -> int:
     """Ring entries held per program: a power of two, at least 16 (the smallest tensor-core tile)."""
     return max(16, 1 << (cache_length - 1).bit_length())
+
+
+def ring_chunk(cache_length: int, most: int = 8) -> int:
+    """Ring positions replayed per unrolled chunk: the largest power of two <= ``most`` dividing L."""
+    ch = 1
+    while ch * 2 <= most and cache_length % (ch * 2) == 0:
+        ch *= 2
+    return ch
 
 
 def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NORM, BOUNDED):
@@ -65,17 +73,6 @@ def _slot_rows(t: torch.Tensor) -> torch.Tensor:
     return t.sum(0)
 
 
-def _ring_weights(g_cache, k_cache, slot, j, h, tile_l):
-    """(gamma, W * kappa) of the live ring entries in ``tile_l``: ``W_i = exp(sum_{i<m<c} gamma_m)``.
-
-    The tile spans ``[0, c)``, so entries past the cursor are masked to zero (stale data never read).
-    """
-    gamma = _slot_rows(g_cache[slot, j, tile_l, :]).to(torch.float32)
-    kappa = _slot_rows(k_cache[slot, h, tile_l, :]).to(torch.float32)
-    after = hl.cumsum(gamma, 0, reverse=True) - gamma
-    return gamma, torch.exp(after) * kappa
-
-
 def _replayssm_body(
     q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
     k_view: torch.Tensor,  # [B, H, K]
@@ -98,14 +95,13 @@ def _replayssm_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,  # value heads per q/k head
-    FOLD_WITH_DOT: hl.constexpr,  # flush rebuild: tensor-core dot (fast) or sequential fp32 fold (precise)
+    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
 ) -> torch.Tensor:
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
     HV = v_view.size(1)
     V = hl.specialize(v_view.size(2))
     L = hl.specialize(d_cache.size(2))
-    LB = ring_block(L)
     block_v = hl.register_block_size(V)
     for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
         row = tile_b.begin
@@ -131,15 +127,21 @@ def _replayssm_body(
         yk = hl.zeros([tile_b, K], dtype=torch.float32) + ak[None, :]
         ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
         ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-        for tile_i in hl.tile(L - c, L, block_size=1):
-            i = L - 1 - tile_i.begin
-            kappa = k_cache[slot, h, i, :].to(torch.float32)  # [1, K]
-            d = d_cache[slot, j, i, tile_v].to(torch.float32)  # [1, BV]
-            ring_q = ring_q + d * (kappa * yq).sum(1)[:, None]
-            ring_k = ring_k + d * (kappa * yk).sum(1)[:, None]
-            e = torch.exp(g_cache[slot, j, i, :])
-            yq = yq * e
-            yk = yk * e
+        # Chunks of CH positions (newest chunk first), unrolled so a chunk's loads issue together;
+        # positions >= c are masked off (no traffic, and stale entries are never read).
+        for tile_q in hl.tile((L - c) // CH, L // CH, block_size=1):
+            for t in hl.static_range(CH):
+                i = L - 1 - tile_q.begin * CH - t
+                live_k = (hl.zeros([tile_b, K], dtype=torch.int32) + i) < c
+                live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
+                kappa = hl.load(k_cache, [slot, h, i, slice(None)], extra_mask=live_k).to(torch.float32)  # [1, K]
+                d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)  # [1, BV]
+                gamma = hl.load(g_cache, [slot, j, i, slice(None)], extra_mask=live_k)  # 0 where masked
+                ring_q = ring_q + d * (kappa * yq).sum(1)[:, None]
+                ring_k = ring_k + d * (kappa * yk).sum(1)[:, None]
+                e = torch.exp(gamma)
+                yq = yq * e
+                yk = yk * e
         sq = ((S0 * yq[:, None, :]).sum(2) + ring_q).sum(0)
         sk = ((S0 * yk[:, None, :]).sum(2) + ring_k).sum(0)
 
@@ -148,24 +150,21 @@ def _replayssm_body(
         o = sq + u * (k * q).sum(0)
         out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
 
-        # 3. Flush rows rebuild the state (second pass over the ring) and write the checkpoint.
+        # 3. Flush rows fold the ring into the checkpoint oldest to newest, in fp32 and in the
+        #    checkpoint's own layout (S <- S e^gamma_i + d_i kappa_i^T), then add the current token.
         flush = c == L - 1
         if HAS_FORCE:
             flush = flush | (force_flush[row] != 0)
         if valid & flush:
-            if FOLD_WITH_DOT:  # S_rec = S0 e^Gamma + d^T (W * kappa) as one tf32 tensor-core dot
-                S_new = S0
-                for tile_l in hl.tile(0, c, block_size=LB):
-                    gamma, kw = _ring_weights(g_cache, k_cache, slot, j, h, tile_l)  # [LB, K], zero past c
-                    d_l = _slot_rows(d_cache[slot, j, tile_l, tile_v]).to(torch.float32)  # [LB, BV]
-                    S_new = S_new * torch.exp(gamma.sum(0))[None, None, :] + (d_l.T @ kw)[None, :, :]
-            else:  # fold oldest to newest in fp32: S <- S e^gamma_i + d_i kappa_i^T
-                S_new = S0
-                for tile_f in hl.tile(0, c, block_size=1):
-                    i_f = tile_f.begin
-                    gamma_f = g_cache[slot, j, i_f, :]  # [1, K]
-                    kappa_f = k_cache[slot, h, i_f, :].to(torch.float32)
-                    d_f = d_cache[slot, j, i_f, tile_v].to(torch.float32)  # [1, BV]
+            S_new = S0
+            for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
+                for t in hl.static_range(CH):
+                    i_f = tile_p.begin * CH + t
+                    live_fk = (hl.zeros([tile_b, K], dtype=torch.int32) + i_f) < c
+                    live_fv = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i_f) < c
+                    kappa_f = hl.load(k_cache, [slot, h, i_f, slice(None)], extra_mask=live_fk).to(torch.float32)
+                    d_f = hl.load(d_cache, [slot, j, i_f, tile_v], extra_mask=live_fv).to(torch.float32)
+                    gamma_f = hl.load(g_cache, [slot, j, i_f, slice(None)], extra_mask=live_fk)
                     S_new = S_new * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
             S_new = S_new * alpha[None, None, :] + u[None, :, None] * k[None, None, :]
             initial_state[slot, j, tile_v, :] = S_new.to(initial_state.dtype)
@@ -253,12 +252,13 @@ def _views(mixed_qkv, a, dt_bias, shapes):
 PRECISIONS = ("fast", "precise")
 
 
-def _resolve_config(config, kind, device, dtype, shapes) -> helion.Config | None:
-    """An explicit ``helion.Config`` wins; ``None`` reads the tuned table; ``"autotune"`` (used only by
-    ``replayssm_kernels.tune --search helion``) leaves the choice to Helion's autotuner."""
+def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config | None, dict]:
+    """(Helion config, kernel options). An explicit ``helion.Config`` or table-style dict wins; ``None``
+    reads the tuned table; ``"autotune"`` (used only by ``replayssm_kernels.tune --search helion``)
+    leaves the Helion config to Helion's autotuner."""
     if config == "autotune":
-        return None
-    return config if config is not None else load_config(kind, device, dtype, shapes)
+        return None, dict(KERNEL_OPTIONS)
+    return split_config(config if config is not None else load_config(kind, device, dtype, shapes), shapes.value_dim)
 
 
 def _check_precision(precision: str) -> None:
@@ -285,7 +285,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     lower_bound: float | None = None,
     *,
     precision: str = "fast",
-    config: helion.Config | str | None = None,
+    config: helion.Config | dict | str | None = None,
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One fused ReplaySSM decode step; same signature and semantics as
@@ -304,8 +304,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     check_kernel_support(shapes, initial_state, out)
     _check_precision(precision)
 
-    kind = "replayssm" if precision == "fast" else "replayssm-precise"
-    config = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
+    config, options = _resolve_config(config, "replayssm", mixed_qkv.device, initial_state.dtype, shapes)
     kernel = _kernel(_replayssm_body, config)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     kernel(
@@ -313,7 +312,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
         ssm_state_indices, write_pos, write_pos if force_flush is None else force_flush,
         float(scale), 0.0 if lower_bound is None else float(lower_bound),
         bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q,
-        precision == "fast",
+        ring_chunk(shapes.cache_length, options["ring_chunk"]),
     )  # fmt: skip
     return out, initial_state
 
@@ -331,7 +330,7 @@ def helion_fused_recurrent_kda_packed_decode(
     use_qk_l2norm_in_kernel: bool = False,
     lower_bound: float | None = None,
     *,
-    config: helion.Config | str | None = None,
+    config: helion.Config | dict | str | None = None,
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard KDA decode (read state, update, write back); same semantics as
@@ -340,7 +339,7 @@ def helion_fused_recurrent_kda_packed_decode(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
     )
     check_kernel_support(shapes, initial_state, out)
-    config = _resolve_config(config, "standard", mixed_qkv.device, initial_state.dtype, shapes)
+    config, _ = _resolve_config(config, "standard", mixed_qkv.device, initial_state.dtype, shapes)
     kernel = _kernel(_standard_body, config)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     kernel(

@@ -18,13 +18,18 @@ import json
 import sys
 from pathlib import Path
 
-import helion
 import torch
 
 from .bench import Case, Workload, _dtype_pair, time_graph
-from .configs import CONFIG_DIR, device_key, shape_class
+from .configs import CONFIG_DIR, KERNEL_OPTIONS, device_key, shape_class
 
-GRID = {"block_sizes": [[32], [64], [128]], "num_warps": [1, 2, 4], "num_stages": [1], "ring_unroll": [0, 4]}
+GRID = {
+    "block_sizes": [[32], [64], [128]],
+    "num_warps": [1, 2, 4],
+    "num_stages": [1],
+    "ring_chunk": [1, 8],  # kernel option (configs.KERNEL_OPTIONS), stored in the table with the rest
+    "ring_unroll": [0, 4],
+}
 MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (block_v * K / threads); more spills
 RING_LOOP = 1  # position of the ring replay loop among the ReplaySSM kernel's device loops
 N_LOOPS = 4
@@ -40,20 +45,27 @@ def grid_configs(grid: dict = GRID) -> list[dict]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
-def helion_config(kind: str, cfg: dict, key_dim: int) -> dict | None:
-    """A grid point as ``helion.Config`` keyword arguments for ``kind``, or None if it cannot fit.
+def table_entry(kind: str, point: dict, key_dim: int, exact_fit: bool = False) -> dict | None:
+    """A grid point as a config-table entry for ``kind``, or None if it cannot fit or means nothing.
 
-    ``ring_unroll`` is shorthand for the unroll factor of the ReplaySSM ring loop (the standard kernel
-    has no device loop, so it ignores it and only its ``0`` point is kept)."""
-    cfg = dict(cfg)
+    ``ring_unroll`` is shorthand for the unroll factor of the ReplaySSM ring loop, tried only with
+    ``ring_chunk`` 1 (a chunked loop is unrolled already). The standard kernel has neither option, so
+    only its default points are kept."""
+    cfg = dict(point)
     unroll = cfg.pop("ring_unroll", 0)
-    if cfg["block_sizes"][0] * key_dim > MAX_STATE_PER_THREAD * 32 * cfg["num_warps"]:
+    per_thread = cfg["block_sizes"][0] * key_dim / (32 * cfg["num_warps"])
+    if per_thread > MAX_STATE_PER_THREAD or (exact_fit and per_thread != MAX_STATE_PER_THREAD):
         return None
-    if kind == "replayssm":
-        if unroll:
-            cfg["range_unroll_factors"] = [unroll if i == RING_LOOP else 0 for i in range(N_LOOPS)]
-    elif unroll:
-        return None
+    if kind != "replayssm":
+        return (
+            None
+            if unroll or cfg.pop("ring_chunk", KERNEL_OPTIONS["ring_chunk"]) != KERNEL_OPTIONS["ring_chunk"]
+            else cfg
+        )
+    if unroll:
+        if cfg.get("ring_chunk", 1) != 1:
+            return None
+        cfg["range_unroll_factors"] = [unroll if i == RING_LOOP else 0 for i in range(N_LOOPS)]
     return cfg
 
 
@@ -69,10 +81,15 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16"), ("bfloat16", "bfloat16")]
     )
-    ap.add_argument("--kernels", nargs="+", default=["replayssm/fast", "replayssm/precise", "standard"])
+    ap.add_argument("--kernels", nargs="+", choices=("replayssm", "standard"), default=["replayssm", "standard"])
     ap.add_argument("--trials-csv", type=Path, default=Path("results/tune/trials.csv"))
     ap.add_argument("--rep-ms", type=int, default=60)
     ap.add_argument("--grid", type=_grid_from, default=GRID, help="JSON dict overriding parts of the grid")
+    ap.add_argument(
+        "--exact-fit",
+        action="store_true",
+        help=f"only V tiles / warps giving {MAX_STATE_PER_THREAD} state values a thread",
+    )
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tuning needs a CUDA GPU", file=sys.stderr)
@@ -93,21 +110,22 @@ def main(argv=None) -> int:
         path.write_text(json.dumps(doc, indent=1) + "\n")
 
     for (sd, cd), kernel in itertools.product(args.dtype_pairs, args.kernels):
-        kind, _, precision = kernel.partition("/")
+        kind = kernel
         lengths = args.cache_lengths if kind == "replayssm" else [1]
         for L in lengths:
             case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
             work = Workload(case, sets=1, device=device)
             impl = "replayssm_helion" if kind == "replayssm" else "standard_helion"
             if args.search == "grid":
-                candidates = [c for c in (helion_config(kind, g, args.dim) for g in grid_configs(args.grid)) if c]
+                candidates = [
+                    c for c in (table_entry(kind, g, args.dim, args.exact_fit) for g in grid_configs(args.grid)) if c
+                ]
             else:
                 candidates = ["autotune"]
             best = None
             for cfg in candidates:
-                config = helion.Config(**cfg) if isinstance(cfg, dict) else cfg
                 try:
-                    us = time_graph(work.steps(impl, precision or "fast", config=config), rep_ms=args.rep_ms)[0]
+                    us = time_graph(work.steps(impl, "fast", config=cfg), rep_ms=args.rep_ms)[0]
                 except Exception as exc:  # e.g. out of registers / shared memory: skip the config
                     print(f"  {kernel} L={L} {cfg}: {type(exc).__name__}", flush=True)
                     continue
@@ -119,8 +137,9 @@ def main(argv=None) -> int:
                     best = (us, cfg)
             if best is not None and isinstance(best[1], dict):
                 shapes = type("S", (), {"key_dim": args.dim, "value_dim": args.dim, "cache_length": L})
-                key = f"{kind}{'-' + precision if precision == 'precise' else ''}/{sd}/{shape_class(kind, shapes)}"
+                key = f"{kind}/{sd}/{shape_class(kind, shapes)}"
                 table[key] = best[1]
+                table.setdefault(f"{kind}/{sd}/*", best[1])  # untuned shape classes of this dtype use it
                 save()
     save()
     print(f"wrote {path} and {args.trials_csv}")
