@@ -308,7 +308,17 @@ def main(argv=None) -> int:
             df = _save(rows, csv, previous)  # after every case, so a cut-short sweep keeps its rows
 
     df = _save(rows, csv, previous)
-    write_env_json(args.out / "env.json", config=vars(args) | {"copy_gbps": copy_gbps, "command": " ".join(sys.argv)})
+    command = "python -m replayssm_kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    env_path = args.out / "env.json"
+    runs = []  # an --append run keeps the earlier runs' configs beside its own
+    if args.append and env_path.exists():
+        import json
+
+        old = json.loads(env_path.read_text()).get("config", {})
+        runs = old.get("runs", [{k: v for k, v in old.items() if k != "runs"}] if old else [])
+    this = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    runs.append(this | {"copy_gbps": copy_gbps, "command": command})
+    write_env_json(env_path, config={"runs": runs})
     print(f"wrote {csv} ({len(df)} rows)")
     return 0
 

@@ -30,8 +30,8 @@ L2NORM_EPS = 1e-6
 
 
 def ring_block(cache_length: int) -> int:
-    """Ring entries held per program: a power of two, at least 16 (the smallest tensor-core tile)."""
-    return max(16, 1 << (cache_length - 1).bit_length())
+    """The ring length rounded up to a power of two: the cache-length part of a config's shape class."""
+    return 1 << (cache_length - 1).bit_length()
 
 
 def ring_chunk(cache_length: int, most: int = 8) -> int:
@@ -40,6 +40,11 @@ def ring_chunk(cache_length: int, most: int = 8) -> int:
     while ch * 2 <= most and cache_length % (ch * 2) == 0:
         ch *= 2
     return ch
+
+
+def _add_pair(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor]):
+    """Combine function for two sums reduced in one pass (one shared-memory exchange, not two)."""
+    return a[0] + b[0], a[1] + b[1]
 
 
 def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NORM, BOUNDED):
@@ -137,8 +142,9 @@ def _replayssm_body(
                 kappa = hl.load(k_cache, [slot, h, i, slice(None)], extra_mask=live_k).to(torch.float32)  # [1, K]
                 d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)  # [1, BV]
                 gamma = hl.load(g_cache, [slot, j, i, slice(None)], extra_mask=live_k)  # 0 where masked
-                ring_q = ring_q + d * (kappa * yq).sum(1)[:, None]
-                ring_k = ring_k + d * (kappa * yk).sum(1)[:, None]
+                wq, wk = hl.reduce(_add_pair, (kappa * yq, kappa * yk), dim=1, keep_dims=True)  # one pass
+                ring_q = ring_q + d * wq
+                ring_k = ring_k + d * wk
                 e = torch.exp(gamma)
                 yq = yq * e
                 yk = yk * e

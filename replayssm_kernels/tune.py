@@ -69,6 +69,13 @@ def table_entry(kind: str, point: dict, key_dim: int, exact_fit: bool = False) -
     return cfg
 
 
+def _standard_points(points: list[dict]) -> list[dict]:
+    """The distinct V-tile / warp / stage choices of ``points``, without the ReplaySSM-only options."""
+    keep = ("block_sizes", "num_warps", "num_stages")
+    distinct = {json.dumps({k: p[k] for k in keep if k in p}, sort_keys=True) for p in points}
+    return [json.loads(d) for d in sorted(distinct)]
+
+
 def main(argv=None) -> int:
     import pandas as pd
 
@@ -90,13 +97,20 @@ def main(argv=None) -> int:
         action="store_true",
         help=f"only V tiles / warps giving {MAX_STATE_PER_THREAD} state values a thread",
     )
+    ap.add_argument(
+        "--points",
+        type=json.loads,
+        help="JSON list of table entries to time instead of the grid (ring options "
+        "are dropped for the standard kernel)",
+    )
+    ap.add_argument("--fresh", action="store_true", help="start the device's table empty instead of updating it")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tuning needs a CUDA GPU", file=sys.stderr)
         return 2
     device = torch.device("cuda")
     path = CONFIG_DIR / f"{device_key(device)}.json"
-    table = json.loads(path.read_text())["configs"] if path.exists() else {}
+    table = json.loads(path.read_text())["configs"] if path.exists() and not args.fresh else {}
     trials = []
     tuned_by = "python -m replayssm_kernels.tune " + " ".join(argv if argv is not None else sys.argv[1:])
     from .envinfo import write_env_json
@@ -116,7 +130,9 @@ def main(argv=None) -> int:
             case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
             work = Workload(case, sets=1, device=device)
             impl = "replayssm_helion" if kind == "replayssm" else "standard_helion"
-            if args.search == "grid":
+            if args.points is not None:
+                candidates = args.points if kind == "replayssm" else _standard_points(args.points)
+            elif args.search == "grid":
                 candidates = [
                     c for c in (table_entry(kind, g, args.dim, args.exact_fit) for g in grid_configs(args.grid)) if c
                 ]
