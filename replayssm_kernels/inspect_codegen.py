@@ -56,7 +56,7 @@ def generated_source(
     common = (qv, kv, vv, a3, b, w.A_log, dt2, S)
     if kernel == "replayssm":
         args = common + (c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, c.write_pos, float(w.scale), 0.0)
-        args += (True, False, False, 1, precision == "precise")
+        args += (True, False, False, 1, kd.ring_chunk(cache_length), precision == "precise")
         k = kd._kernel(kd._replayssm_body, cfg)
     else:
         args = common + (out, idx, float(w.scale), 0.0, True, False, 1)

@@ -79,17 +79,6 @@ def _slot_rows(t: torch.Tensor) -> torch.Tensor:
     return t.sum(0)
 
 
-def _ring_weights(g_cache, k_cache, slot, j, h, tile_l):
-    """(gamma, W * kappa) of the live ring entries in ``tile_l``: ``W_i = exp(sum_{i<m<c} gamma_m)``.
-
-    The tile spans ``[0, c)``, so entries past the cursor are masked to zero (stale data never read).
-    """
-    gamma = _slot_rows(g_cache[slot, j, tile_l, :]).to(torch.float32)  # [LB, K]
-    kappa = _slot_rows(k_cache[slot, h, tile_l, :]).to(torch.float32)
-    after = hl.cumsum(gamma, 0, reverse=True) - gamma  # sum_{i<m<c} gamma_m
-    return gamma, torch.exp(after) * kappa
-
-
 def _replayssm_body(
     q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
     k_view: torch.Tensor,  # [B, H, K]
@@ -112,6 +101,7 @@ def _replayssm_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,  # value heads per q/k head
+    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
     PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
 ) -> torch.Tensor:
     B = q_view.size(0)
@@ -119,7 +109,6 @@ def _replayssm_body(
     HV = v_view.size(1)
     V = hl.specialize(v_view.size(2))
     L = hl.specialize(d_cache.size(2))
-    LB = ring_block(L)
     block_v = hl.register_block_size(V)
     for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
         row = tile_b.begin
@@ -138,23 +127,33 @@ def _replayssm_body(
         aq = alpha * q
         ak = alpha * k
         v = v_view[row, j, tile_v].to(torch.float32)
-        S0 = _slot_rows(initial_state[slot, j, tile_v, :]).to(torch.float32)  # [BV, K]
+        S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
 
-        # 1. Replay the c live ring entries as two mat-vecs with S_rec. The whole ring is one masked
-        #    [LB, K] / [LB, BV] tile (the loop runs once, or never when c == 0), so every ring load
-        #    issues at once and the suffix decays W_i come from one reverse cumsum.
-        gamma_sum = hl.zeros([K], dtype=torch.float32)  # Gamma
-        ring_q = hl.zeros([tile_v], dtype=torch.float32)
-        ring_k = hl.zeros([tile_v], dtype=torch.float32)
-        for tile_l in hl.tile(0, c, block_size=LB):
-            gamma, kw = _ring_weights(g_cache, k_cache, slot, j, h, tile_l)  # [LB, K], zero past c
-            d = _slot_rows(d_cache[slot, j, tile_l, tile_v]).to(torch.float32)  # [LB, BV]
-            gamma_sum = gamma.sum(0)
-            ring_q = (d * (kw * aq[None, :]).sum(1)[:, None]).sum(0)
-            ring_k = (d * (kw * ak[None, :]).sum(1)[:, None]).sum(0)
-        decay_all = torch.exp(gamma_sum)  # e^Gamma
-        sq = (S0 * (decay_all * aq)[None, :]).sum(1) + ring_q
-        sk = (S0 * (decay_all * ak)[None, :]).sum(1) + ring_k
+        # 1. Replay the c live ring entries newest to oldest: y <- y * e^gamma_i carries the suffix decay.
+        yq = hl.zeros([tile_b, K], dtype=torch.float32) + aq[None, :]  # [1, K]
+        yk = hl.zeros([tile_b, K], dtype=torch.float32) + ak[None, :]
+        ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        decay_all = hl.full([tile_b, K], 1.0, dtype=torch.float32)  # e^Gamma, for a flush
+        # Chunks of CH positions (newest chunk first), unrolled so a chunk's loads issue together;
+        # positions >= c are masked off (no traffic, and stale entries are never read).
+        for tile_q in hl.tile((L - c) // CH, L // CH, block_size=1):
+            for t in hl.static_range(CH):
+                i = L - 1 - tile_q.begin * CH - t
+                live_k = (hl.zeros([tile_b, K], dtype=torch.int32) + i) < c
+                live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
+                kappa = hl.load(k_cache, [slot, h, i, slice(None)], extra_mask=live_k).to(torch.float32)  # [1, K]
+                d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)  # [1, BV]
+                gamma = hl.load(g_cache, [slot, j, i, slice(None)], extra_mask=live_k)  # 0 where masked
+                wq, wk = hl.reduce(_add_pair, (kappa * yq, kappa * yk), dim=1, keep_dims=True)  # one pass
+                ring_q = ring_q + d * wq
+                ring_k = ring_k + d * wk
+                e = torch.exp(gamma)
+                yq = yq * e
+                yk = yk * e
+                decay_all = decay_all * e
+        sq = ((S0 * yq[:, None, :]).sum(2) + ring_q).sum(0)
+        sk = ((S0 * yk[:, None, :]).sum(2) + ring_k).sum(0)
 
         # 2. The current token.
         u = beta * (v - sk)
@@ -162,31 +161,38 @@ def _replayssm_body(
         out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
 
         # 3. Flush rows rebuild the post-token state in the checkpoint tile's own layout (fp32, one
-        #    ring entry at a time: the entries are added as rank-1 updates, no second tile) and write it.
+        #    rank-1 update per ring entry, no second state tile) and write the checkpoint.
         flush = c == L - 1
         if HAS_FORCE:
             flush = flush | (force_flush[row] != 0)
         if valid & flush:
             if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
                 S_new = S0
-                for tile_i in hl.tile(0, c, block_size=1):
-                    gamma_i = _slot_rows(_slot_rows(g_cache[slot, j, tile_i, :]))  # [K]
-                    kappa_i = _slot_rows(_slot_rows(k_cache[slot, h, tile_i, :])).to(torch.float32)
-                    d_i = _slot_rows(_slot_rows(d_cache[slot, j, tile_i, tile_v])).to(torch.float32)  # [BV]
-                    S_new = S_new * torch.exp(gamma_i)[None, :] + d_i[:, None] * kappa_i[None, :]
-                S_new = S_new * alpha[None, :]
+                for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
+                    for t in hl.static_range(CH):
+                        i_f = tile_p.begin * CH + t
+                        live_fk = (hl.zeros([tile_b, K], dtype=torch.int32) + i_f) < c
+                        live_fv = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i_f) < c
+                        kappa_f = hl.load(k_cache, [slot, h, i_f, slice(None)], extra_mask=live_fk).to(torch.float32)
+                        d_f = hl.load(d_cache, [slot, j, i_f, tile_v], extra_mask=live_fv).to(torch.float32)
+                        gamma_f = hl.load(g_cache, [slot, j, i_f, slice(None)], extra_mask=live_fk)
+                        S_new = S_new * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
+                S_new = S_new * alpha[None, None, :]
             else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
-                S_new = S0 * (decay_all * alpha)[None, :]
-                w_alpha = alpha  # W_i * alpha, carried as a running product of e^gamma
-                for tile_m in hl.tile(L - c, L, block_size=1):
-                    i = L - 1 - tile_m.begin
-                    gamma_i = _slot_rows(g_cache[slot, j, i, :])  # [K]
-                    kappa_i = _slot_rows(k_cache[slot, h, i, :]).to(torch.float32)
-                    d_i = _slot_rows(d_cache[slot, j, i, tile_v]).to(torch.float32)  # [BV]
-                    S_new = S_new + d_i[:, None] * (w_alpha * kappa_i)[None, :]
-                    w_alpha = w_alpha * torch.exp(gamma_i)
-            S_new = S_new + u[:, None] * k[None, :]
-            initial_state[slot, j, tile_v, :] = S_new[None, :, :].to(initial_state.dtype)
+                S_new = S0 * (decay_all * alpha[None, :])[:, None, :]
+                w_alpha = hl.zeros([tile_b, K], dtype=torch.float32) + alpha[None, :]  # W_i alpha
+                for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+                    for t in hl.static_range(CH):
+                        i_f = L - 1 - tile_f.begin * CH - t
+                        live_fk = (hl.zeros([tile_b, K], dtype=torch.int32) + i_f) < c
+                        live_fv = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i_f) < c
+                        kappa_f = hl.load(k_cache, [slot, h, i_f, slice(None)], extra_mask=live_fk).to(torch.float32)
+                        d_f = hl.load(d_cache, [slot, j, i_f, tile_v], extra_mask=live_fv).to(torch.float32)
+                        gamma_f = hl.load(g_cache, [slot, j, i_f, slice(None)], extra_mask=live_fk)
+                        S_new = S_new + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
+                        w_alpha = w_alpha * torch.exp(gamma_f)
+            S_new = S_new + u[None, :, None] * k[None, None, :]
+            initial_state[slot, j, tile_v, :] = S_new.to(initial_state.dtype)
 
         # 4. Other rows append (u, k, g) at the cursor; k once per q/k head, g once per value head.
         if valid & ~flush:
@@ -332,7 +338,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
         ssm_state_indices, write_pos, write_pos if force_flush is None else force_flush,
         float(scale), 0.0 if lower_bound is None else float(lower_bound),
         bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q,
-        precision == "precise",
+        ring_chunk(shapes.cache_length, options["ring_chunk"]), precision == "precise",
     )  # fmt: skip
     return out, initial_state
 
