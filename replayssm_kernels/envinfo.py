@@ -24,7 +24,10 @@ def _version(pkg: str) -> str | None:
 
 
 def git_state() -> dict:
-    """SHA and dirty flag; on a machine without the .git folder, ``REPLAYSSM_GIT_SHA`` stands in."""
+    """SHA and dirty flag. ``REPLAYSSM_GIT_SHA`` wins when set: the GPU machine receives a copy of the
+    working tree whose ``.git`` can lag behind it, so the launching script names the commit it sent."""
+    if os.environ.get("REPLAYSSM_GIT_SHA"):
+        return {"git_sha": os.environ["REPLAYSSM_GIT_SHA"], "git_dirty": None}
     root = Path(__file__).resolve().parent.parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
