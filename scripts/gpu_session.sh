@@ -37,6 +37,6 @@ bench() { timeout "$1" python -m replayssm_kernels.bench --out "$OUT/bench" --ma
 bench 100 --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 --dtype-pairs float32/bfloat16 bfloat16/bfloat16
 bench 35 --append --batch 64 8 1 --heads 32 --gqa 1 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
 
-timeout 100 python -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
-timeout 60 python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" --heads 4 32 2>&1 | tail -12
+timeout 80 python -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
+timeout 45 python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" --heads 4 32 2>&1 | tail -12
 rm -f "$OUT/gpu_check/worst_errors.csv"  # derived from kernel_errors.csv; the device call returns 8 files at most
