@@ -79,6 +79,17 @@ def _slot_rows(t: torch.Tensor) -> torch.Tensor:
     return t.sum(0)
 
 
+def _ring_entry(k_cache, d_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, K):
+    """(kappa_i [1, K], d_i [1, BV], gamma_i [1, K]) in fp32, loaded only where ``i < c``: a position
+    past the cursor moves no bytes and reads as zero, so stale (even NaN) ring data never enters."""
+    live_k = (hl.zeros([tile_b, K], dtype=torch.int32) + i) < c
+    live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
+    kappa = hl.load(k_cache, [slot, h, i, slice(None)], extra_mask=live_k).to(torch.float32)
+    d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)
+    gamma = hl.load(g_cache, [slot, j, i, slice(None)], extra_mask=live_k)
+    return kappa, d, gamma
+
+
 def _replayssm_body(
     q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
     k_view: torch.Tensor,  # [B, H, K]
@@ -140,11 +151,7 @@ def _replayssm_body(
         for tile_q in hl.tile((L - c) // CH, L // CH, block_size=1):
             for t in hl.static_range(CH):
                 i = L - 1 - tile_q.begin * CH - t
-                live_k = (hl.zeros([tile_b, K], dtype=torch.int32) + i) < c
-                live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
-                kappa = hl.load(k_cache, [slot, h, i, slice(None)], extra_mask=live_k).to(torch.float32)  # [1, K]
-                d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)  # [1, BV]
-                gamma = hl.load(g_cache, [slot, j, i, slice(None)], extra_mask=live_k)  # 0 where masked
+                kappa, d, gamma = _ring_entry(k_cache, d_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, K)
                 wq, wk = hl.reduce(_add_pair, (kappa * yq, kappa * yk), dim=1, keep_dims=True)  # one pass
                 ring_q = ring_q + d * wq
                 ring_k = ring_k + d * wk
@@ -171,11 +178,9 @@ def _replayssm_body(
                 for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
                     for t in hl.static_range(CH):
                         i_f = tile_p.begin * CH + t
-                        live_fk = (hl.zeros([tile_b, K], dtype=torch.int32) + i_f) < c
-                        live_fv = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i_f) < c
-                        kappa_f = hl.load(k_cache, [slot, h, i_f, slice(None)], extra_mask=live_fk).to(torch.float32)
-                        d_f = hl.load(d_cache, [slot, j, i_f, tile_v], extra_mask=live_fv).to(torch.float32)
-                        gamma_f = hl.load(g_cache, [slot, j, i_f, slice(None)], extra_mask=live_fk)
+                        kappa_f, d_f, gamma_f = _ring_entry(
+                            k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, K
+                        )
                         S_new = S_new * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                 S_new = S_new * alpha[None, None, :]
             else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
@@ -184,11 +189,9 @@ def _replayssm_body(
                 for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
                     for t in hl.static_range(CH):
                         i_f = L - 1 - tile_f.begin * CH - t
-                        live_fk = (hl.zeros([tile_b, K], dtype=torch.int32) + i_f) < c
-                        live_fv = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i_f) < c
-                        kappa_f = hl.load(k_cache, [slot, h, i_f, slice(None)], extra_mask=live_fk).to(torch.float32)
-                        d_f = hl.load(d_cache, [slot, j, i_f, tile_v], extra_mask=live_fv).to(torch.float32)
-                        gamma_f = hl.load(g_cache, [slot, j, i_f, slice(None)], extra_mask=live_fk)
+                        kappa_f, d_f, gamma_f = _ring_entry(
+                            k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, K
+                        )
                         S_new = S_new + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
                         w_alpha = w_alpha * torch.exp(gamma_f)
             S_new = S_new + u[None, :, None] * k[None, None, :]
