@@ -60,7 +60,11 @@ def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict
 
 
 # Entries that are not ``helion.Config`` fields but choices baked into the kernel as constexprs.
-KERNEL_OPTIONS = {"ring_chunk": 8}  # ReplaySSM: most ring positions replayed per unrolled chunk
+KERNEL_OPTIONS = {
+    "ring_tile": 16,  # ReplaySSM: most ring positions per device-loop iteration (both launches)
+    "ring_chunk": 8,  # ReplaySSM flush: most ring positions per unrolled chunk
+    "prep_warps": 4,  # ReplaySSM: warps of launch 1 (the per-(row, head) ring weights)
+}
 
 
 def load_config(kind: str, device, dtype: torch.dtype, shapes) -> dict:

@@ -7,6 +7,7 @@ the copy ceiling: ``bar.sync`` and ``st.shared`` (layout conversions through sha
 the local Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
 
     python -m replayssm_kernels.inspect_codegen --kernel replayssm --cache-length 16 --block-v 128
+    python -m replayssm_kernels.inspect_codegen --kernel ring_weights --cache-length 16 --num-warps 4
     python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
 """
 
@@ -53,18 +54,28 @@ def generated_source(
     )
     qv, kv, vv, a3, dt2 = kd._views(mixed, a, w.dt_bias, shapes)
     cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
-    common = (qv, kv, vv, a3, b, w.A_log, dt2, S)
-    if kernel == "replayssm":
-        args = common + (c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, c.write_pos, float(w.scale), 0.0)
-        args += (True, False, False, 1, kd.ring_chunk(cache_length), precision == "precise")
+    rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
+    coef = torch.empty(4, 32, 2, cache_length)
+    decay = torch.empty(4, 32, 128)
+    flags = (True, False, False, 1)
+    if kernel == "ring_weights":  # launch 1 of a ReplaySSM step
+        cfg = helion.Config(block_sizes=[], num_warps=num_warps, num_stages=1)
+        args = (qv, kv, a3, b, w.A_log, dt2, c.k_cache, c.g_cache, idx, c.write_pos, c.write_pos, coef, decay)
+        args += (float(w.scale), 0.0, *flags, rb)
+        names = ["q_view", "k_view", "a3", "b", "A_log", "dt2", "k_cache", "g_cache", "ssm_state_indices"]
+        names += ["write_pos", "force_flush", "coef", "decay"]
+        k = kd._kernel(kd._ring_weights_body, cfg)
+    elif kernel == "replayssm":  # launch 2
+        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, out, idx)
+        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb)
+        args += (kd.ring_chunk(cache_length), precision == "precise")
+        names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
+        names += ["g_cache", "coef", "decay", "out", "ssm_state_indices", "write_pos", "force_flush"]
         k = kd._kernel(kd._replayssm_body, cfg)
     else:
-        args = common + (out, idx, float(w.scale), 0.0, True, False, 1)
+        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, out, idx, float(w.scale), 0.0, True, False, 1)
+        names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "out", "ssm_state_indices"]
         k = kd._kernel(kd._standard_body, cfg)
-    names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state"]
-    names += ["d_cache", "k_cache", "g_cache", "out", "ssm_state_indices", "write_pos", "force_flush"]
-    if kernel != "replayssm":
-        names = names[:8] + ["out", "ssm_state_indices"]
     tensors = dict(zip(names, args, strict=False))
     return k.bind(args).to_triton_code(cfg), tensors
 
@@ -116,7 +127,12 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
-    ap.add_argument("--kernel", choices=("replayssm", "standard"), default="replayssm")
+    ap.add_argument(
+        "--kernel",
+        choices=("replayssm", "ring_weights", "standard"),
+        default="replayssm",
+        help="replayssm: the state launch of a ReplaySSM step; ring_weights: its first launch",
+    )
     ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--cache-length", type=int, default=16)
     ap.add_argument("--block-v", type=int, default=128)

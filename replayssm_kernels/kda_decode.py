@@ -90,6 +90,87 @@ def _ring_entry(k_cache, d_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, K):
     return kappa, d, gamma
 
 
+def _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE):
+    """(valid, slot [1], c, flush) of a batch row, shared by both ReplaySSM launches.
+
+    Padding rows (slot < 0) read slot 0, replay nothing (c = 0) and write nothing. (A helper must
+    index with ``hl.load``: plain subscripts with tile offsets only work in the kernel body.)"""
+    valid = hl.load(ssm_state_indices, [row]) >= 0
+    slot = hl.load(ssm_state_indices, [tile_b])  # [1]: a vector index (see _slot_rows)
+    slot = torch.where(slot >= 0, slot, slot * 0)
+    cursor = hl.load(write_pos, [row])
+    c = torch.where(valid, cursor, cursor * 0)
+    flush = c == L - 1
+    if HAS_FORCE:
+        flush = flush | (hl.load(force_flush, [row]) != 0)
+    return valid, slot, c, flush
+
+
+def _ring_weights_body(
+    q_view: torch.Tensor,  # [B, H, K]
+    k_view: torch.Tensor,  # [B, H, K]
+    a3: torch.Tensor,  # [B, HV, K]
+    b: torch.Tensor,  # [B, HV]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor,  # [B] int32
+    coef: torch.Tensor,  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
+    decay: torch.Tensor,  # [B, HV, K] fp32, written: e^Gamma alpha
+    scale: float,
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+    HAS_FORCE: hl.constexpr,
+    HPQ: hl.constexpr,
+    RB: hl.constexpr,  # ring positions per device-loop iteration
+) -> torch.Tensor:
+    """Launch 1 of a ReplaySSM step, one program per (row, value head): everything on the K side.
+
+    The state enters a step only through ``S_rec x = S0 (e^Gamma x) + sum_i d_i (W_i kappa_i . x)``
+    for x = alpha q and alpha k, so the K-side ring (``kappa``, ``gamma``) collapses to one K-vector
+    ``e^Gamma alpha`` and 2c scalars per (row, head). Computing them here, once, leaves the state
+    kernel (launch 2) with no per-entry chain and no ring work repeated per V tile."""
+    B = q_view.size(0)
+    K = hl.specialize(q_view.size(2))
+    HV = a3.size(1)
+    L = hl.specialize(g_cache.size(2))
+    for tile_b, tile_j in hl.tile([B, HV], block_size=[1, 1]):
+        row = tile_b.begin
+        j = tile_j.begin
+        h = j // HPQ
+        valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
+        q, k, g, _ = _token_body(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        # Newest entry first (tile position m holds ring position i = L - 1 - m), so the suffix sums
+        # W_i = exp(sum_{i<m<c} gamma_m) accumulate forward with no cancellation; the tiles stop at
+        # position 0 and start at c - 1, so stale entries are never read.
+        alpha = torch.exp(g)
+        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the entries already seen
+        for tile_m in hl.tile(L - c, L, block_size=RB):
+            i = (L - 1) - tile_m.index
+            gamma = g_cache[slot, j, i, :]  # [1, RB, K]
+            kappa = k_cache[slot, h, i, :].to(torch.float32)
+            after = hl.cumsum(gamma, 1) - gamma + newer[:, None, :]
+            m = torch.exp(after) * kappa * alpha[None, None, :]  # W_i alpha kappa_i
+            coef[tile_b, j, 0, i] = (m * q[None, None, :]).sum(2)
+            coef[tile_b, j, 1, i] = (m * k[None, None, :]).sum(2)
+            newer = newer + gamma.sum(1)
+        decay[tile_b, j, :] = torch.exp(newer + g[None, :])  # newer = Gamma now
+        # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head.
+        if valid & ~flush:
+            for tile_c in hl.tile(c, c + 1, block_size=1):
+                g_cache[slot, j, tile_c, :] = g[None, None, :]
+                if j % HPQ == 0:
+                    k_cache[slot, h, tile_c, :] = k[None, None, :].to(k_cache.dtype)
+    return coef
+
+
 def _replayssm_body(
     q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
     k_view: torch.Tensor,  # [B, H, K]
@@ -102,6 +183,8 @@ def _replayssm_body(
     d_cache: torch.Tensor,  # [slots, HV, L, V]
     k_cache: torch.Tensor,  # [slots, H, L, K]
     g_cache: torch.Tensor,  # [slots, HV, L, K]
+    coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
+    decay: torch.Tensor,  # [B, HV, K] from launch 1
     out: torch.Tensor,  # [B, 1, HV, V]
     ssm_state_indices: torch.Tensor,  # [B]
     write_pos: torch.Tensor,  # [B] int32
@@ -112,9 +195,11 @@ def _replayssm_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,  # value heads per q/k head
-    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
+    RB: hl.constexpr,  # ring positions per device-loop iteration
+    CH: hl.constexpr,  # ring positions per unrolled chunk of a flush (divides L)
     PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
 ) -> torch.Tensor:
+    """Launch 2, one program per (row, value head, V tile): the state side, as plain as standard decode."""
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
     HV = v_view.size(1)
@@ -125,42 +210,25 @@ def _replayssm_body(
         row = tile_b.begin
         j = tile_j.begin
         h = j // HPQ
-        valid = ssm_state_indices[row] >= 0
-        slot = ssm_state_indices[tile_b]  # [1]
-        slot = torch.where(slot >= 0, slot, slot * 0)  # padding rows read slot 0 and write nothing
-        c = torch.where(valid, write_pos[row], write_pos[row] * 0)  # padding rows replay nothing
-
+        valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
         q, k, g, beta = _token_body(
             q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
             scale, lower_bound, USE_L2NORM, BOUNDED,
         )  # fmt: skip
-        alpha = torch.exp(g)
-        aq = alpha * q
-        ak = alpha * k
         v = v_view[row, j, tile_v].to(torch.float32)
         S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
+        decay_alpha = decay[row, j, :]  # e^Gamma alpha
 
-        # 1. Replay the c live ring entries newest to oldest: y <- y * e^gamma_i carries the suffix decay.
-        yq = hl.zeros([tile_b, K], dtype=torch.float32) + aq[None, :]  # [1, K]
-        yk = hl.zeros([tile_b, K], dtype=torch.float32) + ak[None, :]
+        # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars (first, so its loads overlap the
+        #    checkpoint's), then the checkpoint's two mat-vecs.
         ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
         ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-        decay_all = hl.full([tile_b, K], 1.0, dtype=torch.float32)  # e^Gamma, for a flush
-        # Chunks of CH positions (newest chunk first), unrolled so a chunk's loads issue together;
-        # positions >= c are masked off (no traffic, and stale entries are never read).
-        for tile_q in hl.tile((L - c) // CH, L // CH, block_size=1):
-            for t in hl.static_range(CH):
-                i = L - 1 - tile_q.begin * CH - t
-                kappa, d, gamma = _ring_entry(k_cache, d_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, K)
-                wq, wk = hl.reduce(_add_pair, (kappa * yq, kappa * yk), dim=1, keep_dims=True)  # one pass
-                ring_q = ring_q + d * wq
-                ring_k = ring_k + d * wk
-                e = torch.exp(gamma)
-                yq = yq * e
-                yk = yk * e
-                decay_all = decay_all * e
-        sq = ((S0 * yq[:, None, :]).sum(2) + ring_q).sum(0)
-        sk = ((S0 * yk[:, None, :]).sum(2) + ring_k).sum(0)
+        for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
+            d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
+            ring_q = ring_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
+            ring_k = ring_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
+        sq = ((S0 * (decay_alpha * q)[None, None, :]).sum(2) + ring_q).sum(0)  # [BV]
+        sk = ((S0 * (decay_alpha * k)[None, None, :]).sum(2) + ring_k).sum(0)
 
         # 2. The current token.
         u = beta * (v - sk)
@@ -169,9 +237,6 @@ def _replayssm_body(
 
         # 3. Flush rows rebuild the post-token state in the checkpoint tile's own layout (fp32, one
         #    rank-1 update per ring entry, no second state tile) and write the checkpoint.
-        flush = c == L - 1
-        if HAS_FORCE:
-            flush = flush | (force_flush[row] != 0)
         if valid & flush:
             if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
                 S_new = S0
@@ -182,10 +247,10 @@ def _replayssm_body(
                             k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, K
                         )
                         S_new = S_new * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
-                S_new = S_new * alpha[None, None, :]
+                S_new = S_new * torch.exp(g)[None, None, :]
             else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
-                S_new = S0 * (decay_all * alpha[None, :])[:, None, :]
-                w_alpha = hl.zeros([tile_b, K], dtype=torch.float32) + alpha[None, :]  # W_i alpha
+                S_new = S0 * decay_alpha[None, None, :]
+                w_alpha = hl.zeros([tile_b, K], dtype=torch.float32) + torch.exp(g)[None, :]  # W_i alpha
                 for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
                     for t in hl.static_range(CH):
                         i_f = L - 1 - tile_f.begin * CH - t
@@ -197,14 +262,10 @@ def _replayssm_body(
             S_new = S_new + u[None, :, None] * k[None, None, :]
             initial_state[slot, j, tile_v, :] = S_new.to(initial_state.dtype)
 
-        # 4. Other rows append (u, k, g) at the cursor; k once per q/k head, g once per value head.
+        # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
         if valid & ~flush:
             for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
                 d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
-                if tile_v.begin == 0:
-                    g_cache[slot, j, tile_c, :] = g[None, None, :]
-                    if j % HPQ == 0:
-                        k_cache[slot, h, tile_c, :] = k[None, None, :].to(k_cache.dtype)
     return out
 
 
@@ -334,14 +395,26 @@ def helion_fused_recurrent_kda_replayssm_decode(
     _check_precision(precision)
 
     config, options = _resolve_config(config, "replayssm", mixed_qkv.device, initial_state.dtype, shapes)
-    kernel = _kernel(_replayssm_body, config)
+    B, HV, K, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.cache_length
+    rb = min(ring_block(L), options["ring_tile"])
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
+    force = write_pos if force_flush is None else force_flush
+    flags = (bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q)
+    scalars = (float(scale), 0.0 if lower_bound is None else float(lower_bound))
+    # Launch 1 (K side): e^Gamma alpha and the 2c ring scalars per (row, head); appends k and g.
+    coef = torch.empty(B, HV, 2, L, device=mixed_qkv.device, dtype=torch.float32)
+    decay = torch.empty(B, HV, K, device=mixed_qkv.device, dtype=torch.float32)
+    weights = _kernel(_ring_weights_body, helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1))
+    weights(
+        q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
+        coef, decay, *scalars, *flags, rb,
+    )  # fmt: skip
+    # Launch 2 (state side): output, d append, flush rows' checkpoint.
+    kernel = _kernel(_replayssm_body, config)
     kernel(
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
-        ssm_state_indices, write_pos, write_pos if force_flush is None else force_flush,
-        float(scale), 0.0 if lower_bound is None else float(lower_bound),
-        bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q,
-        ring_chunk(shapes.cache_length, options["ring_chunk"]), precision == "precise",
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, out,
+        ssm_state_indices, write_pos, force, *scalars, *flags,
+        rb, ring_chunk(L, options["ring_chunk"]), precision == "precise",
     )  # fmt: skip
     return out, initial_state
 

@@ -27,12 +27,11 @@ GRID = {
     "block_sizes": [[32], [64], [128]],
     "num_warps": [1, 2, 4],
     "num_stages": [1],
-    "ring_chunk": [1, 8],  # kernel option (configs.KERNEL_OPTIONS), stored in the table with the rest
-    "ring_unroll": [0, 4],
+    # ReplaySSM kernel options (configs.KERNEL_OPTIONS), stored in the table with the rest
+    "ring_tile": [8, 16],
+    "prep_warps": [1, 4],
 }
 MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (block_v * K / threads); more spills
-RING_LOOP = 1  # position of the ring replay loop among the ReplaySSM kernel's device loops
-N_LOOPS = 4
 
 
 def _grid_from(text: str) -> dict:
@@ -48,24 +47,14 @@ def grid_configs(grid: dict = GRID) -> list[dict]:
 def table_entry(kind: str, point: dict, key_dim: int, exact_fit: bool = False) -> dict | None:
     """A grid point as a config-table entry for ``kind``, or None if it cannot fit or means nothing.
 
-    ``ring_unroll`` is shorthand for the unroll factor of the ReplaySSM ring loop, tried only with
-    ``ring_chunk`` 1 (a chunked loop is unrolled already). The standard kernel has neither option, so
-    only its default points are kept."""
+    The standard kernel has none of the ReplaySSM options, so only its default points are kept."""
     cfg = dict(point)
-    unroll = cfg.pop("ring_unroll", 0)
     per_thread = cfg["block_sizes"][0] * key_dim / (32 * cfg["num_warps"])
     if per_thread > MAX_STATE_PER_THREAD or (exact_fit and per_thread != MAX_STATE_PER_THREAD):
         return None
     if kind != "replayssm":
-        return (
-            None
-            if unroll or cfg.pop("ring_chunk", KERNEL_OPTIONS["ring_chunk"]) != KERNEL_OPTIONS["ring_chunk"]
-            else cfg
-        )
-    if unroll:
-        if cfg.get("ring_chunk", 1) != 1:
-            return None
-        cfg["range_unroll_factors"] = [unroll if i == RING_LOOP else 0 for i in range(N_LOOPS)]
+        options = {name: cfg.pop(name, default) for name, default in KERNEL_OPTIONS.items()}
+        return cfg if options == KERNEL_OPTIONS else None
     return cfg
 
 
