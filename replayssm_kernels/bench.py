@@ -2,7 +2,7 @@
 
 Every implementation runs the same sweep in one process, on the same inputs:
 
-* ``replayssm_helion``     ours, one fused launch per step
+* ``replayssm_helion``     ours, one call per step (two launches: ring weights, then the state)
 * ``standard_helion``      our standard decode (read state, update, write back)
 * ``fla_fused_recurrent``  FLA's ``fused_recurrent_kda`` as a single-token decode from a state pool
                            (``state_v_first=True`` reads our ``[slots, HV, V, K]`` pool as is)

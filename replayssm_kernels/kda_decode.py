@@ -1,19 +1,27 @@
 """Helion kernels for KDA decode: ReplaySSM (checkpoint + ring) and the standard recurrence.
 
-Both kernels launch one program per (row, value head, V tile) and keep the full K width of the state
-tile in registers. They mirror ``replayssm_ref.replay`` and ``replayssm_ref.recurrence`` line by line;
-the names (``S0``, ``gamma``, ``kappa``, ``W``, ``u``) are the reference's.
+They mirror ``replayssm_ref.replay`` and ``replayssm_ref.recurrence``; the names (``S0``, ``gamma``,
+``kappa``, ``W``, ``u``) are the reference's. The standard kernel is one launch with one program per
+(row, value head, V tile) holding the full K width of the state tile.
 
 ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two mat-vecs with it,
 
-    S_rec x = S0 (e^Gamma * x) + sum_{i<c} d_i (W_i * kappa_i . x),
+    S_pre x = S0 (e^Gamma alpha x) + sum_{i<c} d_i ((W_i alpha kappa_i) . x),    x = q, k,
 
-so a step reads the checkpoint tile once, the ``c`` live ring entries once, and writes one ring entry.
-The rebuilt state is formed only on flush rows, which then write the checkpoint, in fp32 and in the
-checkpoint tile's own layout: by the closed form ``S0 e^Gamma + sum_i d_i (W_i * kappa_i)^T``
-(``precision="fast"``) or by folding the entries oldest to newest, the recurrence's own order
-(``"precise"``). Nothing branches on the host: cursors, flushes and padding are device values,
-so a step can be captured in a CUDA graph and replayed with new cursors.
+and everything but ``S0`` and ``d`` lives on the K side. So a step is two launches:
+
+1. ``_ring_weights_body``, one program per (row, value head): reads the live ``kappa`` / ``gamma``
+   entries once, writes the K-vector ``e^Gamma alpha`` and the 2c scalars ``(W_i alpha kappa_i) . x``
+   to a small scratch buffer, and appends ``k`` and ``g``.
+2. ``_replayssm_body``, one program per (row, value head, V tile), as plain as standard decode: the
+   checkpoint tile's two mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the output,
+   and either the ``d`` append or, on flush rows, the checkpoint write. Flush rows rebuild the state
+   in fp32 in the checkpoint tile's own layout, by the closed form
+   ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by folding the
+   entries oldest to newest, the recurrence's own order (``"precise"``).
+
+Nothing branches on the host: cursors, flushes and padding are device values, so a step can be
+captured in a CUDA graph and replayed with new cursors.
 """
 
 from __future__ import annotations
