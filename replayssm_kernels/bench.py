@@ -258,6 +258,22 @@ def main(argv=None) -> int:
     print(f"copy ceiling: {copy_gbps:.0f} GB/s on {props.name}", flush=True)
 
     cases = build_cases(args)
+    command = "python -m replayssm_kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    env_path = args.out / "env.json"
+    runs = []  # an --append run keeps the earlier runs' configs beside its own
+    if args.append and env_path.exists():
+        import json
+
+        old = json.loads(env_path.read_text()).get("config", {})
+        runs = old.get("runs", [{k: v for k, v in old.items() if k != "runs"}] if old else [])
+    this = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+
+    def write_env(done: bool) -> None:  # before the sweep too, so a run cut short still has one
+        run = this | {"copy_gbps": copy_gbps, "command": command, "completed": done}
+        write_env_json(env_path, config={"runs": runs + [run]})
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_env(done=False)
     rows, seen_baselines = [], set()
     args.out.mkdir(parents=True, exist_ok=True)
     csv = args.out / args.csv_name
@@ -308,17 +324,7 @@ def main(argv=None) -> int:
             df = _save(rows, csv, previous)  # after every case, so a cut-short sweep keeps its rows
 
     df = _save(rows, csv, previous)
-    command = "python -m replayssm_kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    env_path = args.out / "env.json"
-    runs = []  # an --append run keeps the earlier runs' configs beside its own
-    if args.append and env_path.exists():
-        import json
-
-        old = json.loads(env_path.read_text()).get("config", {})
-        runs = old.get("runs", [{k: v for k, v in old.items() if k != "runs"}] if old else [])
-    this = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    runs.append(this | {"copy_gbps": copy_gbps, "command": command})
-    write_env_json(env_path, config={"runs": runs})
+    write_env(done=True)
     print(f"wrote {csv} ({len(df)} rows)")
     return 0
 
