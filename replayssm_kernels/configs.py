@@ -64,6 +64,7 @@ KERNEL_OPTIONS = {
     "ring_tile": 16,  # ReplaySSM: most ring positions per device-loop iteration (both launches)
     "ring_chunk": 8,  # ReplaySSM flush: most ring positions per unrolled chunk
     "prep_warps": 4,  # ReplaySSM: warps of launch 1 (the per-(row, head) ring weights)
+    "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
 }
 
 

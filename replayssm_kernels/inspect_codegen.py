@@ -68,7 +68,7 @@ def generated_source(
     elif kernel == "replayssm":  # launch 2
         args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, out, idx)
         args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb)
-        args += (kd.ring_chunk(cache_length), precision == "precise")
+        args += (kd.ring_chunk(cache_length), precision == "precise", kd.KERNEL_OPTIONS["flush_block_k"])
         names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
         names += ["g_cache", "coef", "decay", "out", "ssm_state_indices", "write_pos", "force_flush"]
         k = kd._kernel(kd._replayssm_body, cfg)

@@ -56,6 +56,23 @@ def _add_pair(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch
     return a[0] + b[0], a[1] + b[1]
 
 
+def _l2_scale(x, USE_L2NORM):
+    """The factor that l2-normalises the fp32 vector ``x`` (1 without l2norm)."""
+    if USE_L2NORM:
+        return 1.0 / torch.sqrt((x * x).sum(0) + L2NORM_EPS)  # not rsqrt: Triton's interpreter lacks it
+    return (x * 0).sum(0) + 1.0
+
+
+def _gate(a_t, dt_t, A_log_j, lower_bound, BOUNDED):
+    """The per-channel log-decay g (fp32) of any slice of the K channels."""
+    x = a_t.to(torch.float32) + dt_t.to(torch.float32)
+    A = torch.exp(A_log_j.to(torch.float32))
+    if BOUNDED:
+        return lower_bound * torch.sigmoid(A * x)
+    # where() with two tensors: a Python scalar branch breaks TRITON_INTERPRET codegen.
+    return -A * torch.where(x <= LOG1P_THRESHOLD, torch.log1p(torch.exp(torch.minimum(x, x * 0 + LOG1P_THRESHOLD))), x)
+
+
 def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NORM, BOUNDED):
     """Shared by both kernels: normalise q/k, build the gate g and beta (all fp32).
 
@@ -63,17 +80,9 @@ def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NOR
     """
     q = q_t.to(torch.float32)
     k = k_t.to(torch.float32)
-    if USE_L2NORM:
-        q = q / torch.sqrt((q * q).sum(0) + L2NORM_EPS)  # not rsqrt: Triton's interpreter lacks it
-        k = k / torch.sqrt((k * k).sum(0) + L2NORM_EPS)
-    q = q * scale
-    x = a_t.to(torch.float32) + dt_t.to(torch.float32)
-    A = torch.exp(A_log_j.to(torch.float32))
-    if BOUNDED:
-        g = lower_bound * torch.sigmoid(A * x)
-    else:
-        # where() with two tensors: a Python scalar branch breaks TRITON_INTERPRET codegen.
-        g = -A * torch.where(x <= LOG1P_THRESHOLD, torch.log1p(torch.exp(torch.minimum(x, x * 0 + LOG1P_THRESHOLD))), x)
+    q = q * (_l2_scale(q, USE_L2NORM) * scale)
+    k = k * _l2_scale(k, USE_L2NORM)
+    g = _gate(a_t, dt_t, A_log_j, lower_bound, BOUNDED)
     beta = torch.sigmoid(b_t.to(torch.float32))
     return q, k, g, beta
 
@@ -87,14 +96,14 @@ def _slot_rows(t: torch.Tensor) -> torch.Tensor:
     return t.sum(0)
 
 
-def _ring_entry(k_cache, d_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, K):
-    """(kappa_i [1, K], d_i [1, BV], gamma_i [1, K]) in fp32, loaded only where ``i < c``: a position
+def _ring_entry(k_cache, d_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_k):
+    """(kappa_i [1, BK], d_i [1, BV], gamma_i [1, BK]) in fp32, loaded only where ``i < c``: a position
     past the cursor moves no bytes and reads as zero, so stale (even NaN) ring data never enters."""
-    live_k = (hl.zeros([tile_b, K], dtype=torch.int32) + i) < c
+    live_k = (hl.zeros([tile_b, tile_k], dtype=torch.int32) + i) < c
     live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
-    kappa = hl.load(k_cache, [slot, h, i, slice(None)], extra_mask=live_k).to(torch.float32)
+    kappa = hl.load(k_cache, [slot, h, i, tile_k], extra_mask=live_k).to(torch.float32)
     d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)
-    gamma = hl.load(g_cache, [slot, j, i, slice(None)], extra_mask=live_k)
+    gamma = hl.load(g_cache, [slot, j, i, tile_k], extra_mask=live_k)
     return kappa, d, gamma
 
 
@@ -206,6 +215,7 @@ def _replayssm_body(
     RB: hl.constexpr,  # ring positions per device-loop iteration
     CH: hl.constexpr,  # ring positions per unrolled chunk of a flush (divides L)
     PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
+    FK: hl.constexpr,  # K channels per step of the flush
 ) -> torch.Tensor:
     """Launch 2, one program per (row, value head, V tile): the state side, as plain as standard decode."""
     B = q_view.size(0)
@@ -243,32 +253,37 @@ def _replayssm_body(
         o = sq + u * (k * q).sum(0)
         out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
 
-        # 3. Flush rows rebuild the post-token state in the checkpoint tile's own layout (fp32, one
-        #    rank-1 update per ring entry, no second state tile) and write the checkpoint.
+        # 3. Flush rows rebuild the post-token state and write the checkpoint, FK channels of K at a
+        #    time: every channel of the fold is independent, and a [BV, FK] tile (the checkpoint re-read,
+        #    from L2) keeps this rarely taken branch from setting the register budget of every program.
         if valid & flush:
-            if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
-                S_new = S0
-                for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
-                    for t in hl.static_range(CH):
-                        i_f = tile_p.begin * CH + t
-                        kappa_f, d_f, gamma_f = _ring_entry(
-                            k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, K
-                        )
-                        S_new = S_new * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
-                S_new = S_new * torch.exp(g)[None, None, :]
-            else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
-                S_new = S0 * decay_alpha[None, None, :]
-                w_alpha = hl.zeros([tile_b, K], dtype=torch.float32) + torch.exp(g)[None, :]  # W_i alpha
-                for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
-                    for t in hl.static_range(CH):
-                        i_f = L - 1 - tile_f.begin * CH - t
-                        kappa_f, d_f, gamma_f = _ring_entry(
-                            k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, K
-                        )
-                        S_new = S_new + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
-                        w_alpha = w_alpha * torch.exp(gamma_f)
-            S_new = S_new + u[None, :, None] * k[None, None, :]
-            initial_state[slot, j, tile_v, :] = S_new.to(initial_state.dtype)
+            k_scale = _l2_scale(k_view[row, h, :].to(torch.float32), USE_L2NORM)
+            for tile_k in hl.tile(K, block_size=FK):
+                S = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, FK]
+                k_c = k_view[row, h, tile_k].to(torch.float32) * k_scale
+                alpha_c = torch.exp(_gate(a3[row, j, tile_k], dt2[j, tile_k], A_log[j], lower_bound, BOUNDED))
+                if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
+                    for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
+                        for t in hl.static_range(CH):
+                            i_f = tile_p.begin * CH + t
+                            kappa_f, d_f, gamma_f = _ring_entry(
+                                k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, tile_k
+                            )
+                            S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
+                    S = S * alpha_c[None, None, :]
+                else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
+                    S = S * decay[tile_b, j, tile_k][:, None, :]
+                    w_alpha = hl.zeros([tile_b, tile_k], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                    for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+                        for t in hl.static_range(CH):
+                            i_f = L - 1 - tile_f.begin * CH - t
+                            kappa_f, d_f, gamma_f = _ring_entry(
+                                k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, tile_k
+                            )
+                            S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
+                            w_alpha = w_alpha * torch.exp(gamma_f)
+                S = S + u[None, :, None] * k_c[None, None, :]
+                initial_state[slot, j, tile_v, tile_k] = S.to(initial_state.dtype)
 
         # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
         if valid & ~flush:
@@ -422,7 +437,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     kernel(
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, out,
         ssm_state_indices, write_pos, force, *scalars, *flags,
-        rb, ring_chunk(L, options["ring_chunk"]), precision == "precise",
+        rb, ring_chunk(L, options["ring_chunk"]), precision == "precise", min(options["flush_block_k"], K),
     )  # fmt: skip
     return out, initial_state
 

@@ -30,6 +30,7 @@ GRID = {
     # ReplaySSM kernel options (configs.KERNEL_OPTIONS), stored in the table with the rest
     "ring_tile": [8, 16],
     "prep_warps": [1, 4],
+    "flush_block_k": [16, 32, 64],
 }
 MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (block_v * K / threads); more spills
 

@@ -13,14 +13,14 @@
 # fla-core==0.6.0 importable (../shared/tools/device-wheels.sh).
 set -uo pipefail
 OUT=${OUT:-results}
-mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check"
-STAGES=${STAGES:-tune bench pytest check}
+mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile"
+STAGES=${STAGES:-tune bench profile pytest check}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-POINTS='[{"block_sizes":[128],"num_warps":4,"num_stages":1,"ring_tile":16,"prep_warps":4},
- {"block_sizes":[64],"num_warps":4,"num_stages":1,"ring_tile":16,"prep_warps":4},
- {"block_sizes":[64],"num_warps":2,"num_stages":1,"ring_tile":16,"prep_warps":4},
- {"block_sizes":[128],"num_warps":4,"num_stages":1,"ring_tile":16,"prep_warps":1},
- {"block_sizes":[128],"num_warps":4,"num_stages":1,"ring_tile":8,"prep_warps":4}]'
+POINTS='[{"block_sizes":[128],"num_warps":4,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[64],"num_warps":4,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[64],"num_warps":4,"num_stages":1,"flush_block_k":64},
+ {"block_sizes":[128],"num_warps":8,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[64],"num_warps":2,"num_stages":1,"flush_block_k":32}]'
 TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 
 if has tune; then
@@ -45,6 +45,8 @@ if has bench; then
 bench 150 --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 --dtype-pairs float32/bfloat16 bfloat16/bfloat16
 bench 60 --append --batch 64 8 1 --heads 32 --gqa 1 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
 fi
+
+has profile && timeout 90 python -m replayssm_kernels.profile_launches --out "$OUT/profile" 2>&1 | grep -v Warn | tail -12
 
 has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
 if has check; then
