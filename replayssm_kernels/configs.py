@@ -61,9 +61,9 @@ def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict
 
 # Entries that are not ``helion.Config`` fields but choices baked into the kernel as constexprs.
 KERNEL_OPTIONS = {
-    "ring_tile": 16,  # ReplaySSM: most ring positions per device-loop iteration (both launches)
-    "ring_chunk": 8,  # ReplaySSM flush: most ring positions per unrolled chunk
-    "prep_warps": 4,  # ReplaySSM: warps of launch 1 (the per-(row, head) ring weights)
+    "ring_tile": 16,  # ReplaySSM state launch: most ring positions of d per device-loop iteration
+    "ring_chunk": 8,  # ReplaySSM ring-weights launch and flush: most ring positions per unrolled chunk
+    "prep_warps": 1,  # ReplaySSM: warps of launch 1 (the per-(row, head) ring weights)
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
 }
 

@@ -61,7 +61,7 @@ def generated_source(
     if kernel == "ring_weights":  # launch 1 of a ReplaySSM step
         cfg = helion.Config(block_sizes=[], num_warps=num_warps, num_stages=1)
         args = (qv, kv, a3, b, w.A_log, dt2, c.k_cache, c.g_cache, idx, c.write_pos, c.write_pos, coef, decay)
-        args += (float(w.scale), 0.0, *flags, rb)
+        args += (float(w.scale), 0.0, *flags, kd.ring_chunk(cache_length))
         names = ["q_view", "k_view", "a3", "b", "A_log", "dt2", "k_cache", "g_cache", "ssm_state_indices"]
         names += ["write_pos", "force_flush", "coef", "decay"]
         k = kd._kernel(kd._ring_weights_body, cfg)

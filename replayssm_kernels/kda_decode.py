@@ -51,11 +51,6 @@ def ring_chunk(cache_length: int, most: int = 8) -> int:
     return ch
 
 
-def _add_pair(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor]):
-    """Combine function for two sums reduced in one pass (one shared-memory exchange, not two)."""
-    return a[0] + b[0], a[1] + b[1]
-
-
 def _l2_scale(x, USE_L2NORM):
     """The factor that l2-normalises the fp32 vector ``x`` (1 without l2norm)."""
     if USE_L2NORM:
@@ -96,15 +91,20 @@ def _slot_rows(t: torch.Tensor) -> torch.Tensor:
     return t.sum(0)
 
 
-def _ring_entry(k_cache, d_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_k):
-    """(kappa_i [1, BK], d_i [1, BV], gamma_i [1, BK]) in fp32, loaded only where ``i < c``: a position
-    past the cursor moves no bytes and reads as zero, so stale (even NaN) ring data never enters."""
-    live_k = (hl.zeros([tile_b, tile_k], dtype=torch.int32) + i) < c
-    live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
-    kappa = hl.load(k_cache, [slot, h, i, tile_k], extra_mask=live_k).to(torch.float32)
-    d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)
-    gamma = hl.load(g_cache, [slot, j, i, tile_k], extra_mask=live_k)
-    return kappa, d, gamma
+def _ring_key(k_cache, g_cache, slot, h, j, i, c, tile_b, cols, width):
+    """(kappa_i, gamma_i) in fp32 over the K channels ``cols`` (a tile, or ``slice(None)`` with
+    ``width=K``), loaded only where ``i < c``: a position past the cursor moves no bytes and reads as
+    zero, so stale (even NaN) ring data never enters."""
+    live = (hl.zeros([tile_b, width], dtype=torch.int32) + i) < c
+    kappa = hl.load(k_cache, [slot, h, i, cols], extra_mask=live).to(torch.float32)
+    gamma = hl.load(g_cache, [slot, j, i, cols], extra_mask=live)
+    return kappa, gamma
+
+
+def _ring_delta(d_cache, slot, j, i, c, tile_b, tile_v):
+    """d_i in fp32 over ``tile_v``, masked like ``_ring_key``."""
+    live = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
+    return hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live).to(torch.float32)
 
 
 def _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE):
@@ -143,7 +143,7 @@ def _ring_weights_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,
-    RB: hl.constexpr,  # ring positions per device-loop iteration
+    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
 ) -> torch.Tensor:
     """Launch 1 of a ReplaySSM step, one program per (row, value head): everything on the K side.
 
@@ -164,20 +164,19 @@ def _ring_weights_body(
             q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
             scale, lower_bound, USE_L2NORM, BOUNDED,
         )  # fmt: skip
-        # Newest entry first (tile position m holds ring position i = L - 1 - m), so the suffix sums
-        # W_i = exp(sum_{i<m<c} gamma_m) accumulate forward with no cancellation; the tiles stop at
-        # position 0 and start at c - 1, so stale entries are never read.
+        # Newest entry first, one entry at a time (CH per unrolled chunk, so their loads issue together):
+        # the suffix sums W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation and no
+        # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing.
         alpha = torch.exp(g)
         newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the entries already seen
-        for tile_m in hl.tile(L - c, L, block_size=RB):
-            i = (L - 1) - tile_m.index
-            gamma = g_cache[slot, j, i, :]  # [1, RB, K]
-            kappa = k_cache[slot, h, i, :].to(torch.float32)
-            after = hl.cumsum(gamma, 1) - gamma + newer[:, None, :]
-            m = torch.exp(after) * kappa * alpha[None, None, :]  # W_i alpha kappa_i
-            coef[tile_b, j, 0, i] = (m * q[None, None, :]).sum(2)
-            coef[tile_b, j, 1, i] = (m * k[None, None, :]).sum(2)
-            newer = newer + gamma.sum(1)
+        for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+            for t in hl.static_range(CH):
+                i = L - 1 - tile_f.begin * CH - t
+                kappa, gamma = _ring_key(k_cache, g_cache, slot, h, j, i, c, tile_b, slice(None), K)
+                m = torch.exp(newer) * kappa * alpha[None, :]  # W_i alpha kappa_i
+                hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
+                hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
+                newer = newer + gamma
         decay[tile_b, j, :] = torch.exp(newer + g[None, :])  # newer = Gamma now
         # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head.
         if valid & ~flush:
@@ -266,9 +265,8 @@ def _replayssm_body(
                     for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
                         for t in hl.static_range(CH):
                             i_f = tile_p.begin * CH + t
-                            kappa_f, d_f, gamma_f = _ring_entry(
-                                k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, tile_k
-                            )
+                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
+                            d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                             S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                     S = S * alpha_c[None, None, :]
                 else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
@@ -277,9 +275,8 @@ def _replayssm_body(
                     for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
                         for t in hl.static_range(CH):
                             i_f = L - 1 - tile_f.begin * CH - t
-                            kappa_f, d_f, gamma_f = _ring_entry(
-                                k_cache, d_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_v, tile_k
-                            )
+                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
+                            d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                             S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
                             w_alpha = w_alpha * torch.exp(gamma_f)
                 S = S + u[None, :, None] * k_c[None, None, :]
@@ -430,7 +427,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     weights = _kernel(_ring_weights_body, helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1))
     weights(
         q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
-        coef, decay, *scalars, *flags, rb,
+        coef, decay, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
     )  # fmt: skip
     # Launch 2 (state side): output, d append, flush rows' checkpoint.
     kernel = _kernel(_replayssm_body, config)

@@ -16,11 +16,12 @@ OUT=${OUT:-results}
 mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile"
 STAGES=${STAGES:-tune bench profile pytest check}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-POINTS='[{"block_sizes":[128],"num_warps":4,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[64],"num_warps":4,"num_stages":1,"flush_block_k":32},
+POINTS='[{"block_sizes":[64],"num_warps":2,"num_stages":1,"flush_block_k":32},
  {"block_sizes":[64],"num_warps":4,"num_stages":1,"flush_block_k":64},
- {"block_sizes":[128],"num_warps":8,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[64],"num_warps":2,"num_stages":1,"flush_block_k":32}]'
+ {"block_sizes":[32],"num_warps":1,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[32],"num_warps":2,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[16],"num_warps":1,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[32],"num_warps":1,"num_stages":1,"flush_block_k":32,"ring_chunk":16}]'
 TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 
 if has tune; then
