@@ -3,8 +3,10 @@
 No GPU needed: Helion writes the Triton source on the CPU and Triton compiles it for an H100/H200
 target offline. The counts below are a cheap proxy for the costs that keep a memory-bound kernel from
 the copy ceiling: ``bar.sync`` and ``st.shared`` (layout conversions through shared memory),
-``convert_layout`` ops in the TTGIR, and how many global loads are 16-byte vectors. Numbers are for
-the local Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
+``convert_layout`` ops in the TTGIR, how many global loads are 16-byte vectors, and, from ``ptxas -v``
+on the PTX, the registers a thread uses and the bytes it spills (registers set how many programs an
+SM holds, and so how much memory latency a latency-bound kernel can hide). Numbers are for the local
+Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
 
     python -m replayssm_kernels.inspect_codegen --kernel replayssm --cache-length 16 --block-v 128
     python -m replayssm_kernels.inspect_codegen --kernel ring_weights --cache-length 16 --num-warps 4
@@ -18,8 +20,10 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import torch
 
@@ -116,6 +120,7 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
     ptx, ttgir = compiled.asm["ptx"], compiled.asm["ttgir"]
     return {
+        **ptxas_usage(ptx),
         "bar_sync": ptx.count("bar.sync"),
         "st_shared": ptx.count("st.shared"),
         "convert_layout": ttgir.count("ttg.convert_layout"),
@@ -123,6 +128,29 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
         "ld_global_v4": ptx.count("ld.global.v4"),
         "shared_bytes": compiled.metadata.shared,
     }
+
+
+def ptxas_usage(ptx: str) -> dict:
+    """{"registers", "spill_bytes"} from ``ptxas -v`` (sm_90a), or {} if no ptxas here reads this PTX.
+
+    Triton ships two assemblers; the older one rejects the PTX version newer Tritons emit, so each is
+    tried in turn (``TRITON_PTXAS_PATH`` first, as Triton itself does)."""
+    import triton
+
+    bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    candidates = [os.environ.get("TRITON_PTXAS_PATH"), bin_dir / "ptxas-blackwell", bin_dir / "ptxas"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        for exe in filter(None, candidates):
+            if not Path(exe).exists():
+                continue
+            cmd = [str(exe), "-v", "-arch=sm_90a", str(src), "-o", str(Path(tmp) / "kernel.cubin")]
+            log = subprocess.run(cmd, capture_output=True, text=True).stderr
+            regs, spill = re.search(r"Used (\d+) registers", log), re.search(r"(\d+) bytes spill stores", log)
+            if regs and spill:
+                return {"registers": int(regs.group(1)), "spill_bytes": int(spill.group(1))}
+    return {}
 
 
 def main(argv=None) -> int:

@@ -23,6 +23,17 @@ from replayssm_ref.figures import _finish, _log2_x  # noqa: E402  (one style for
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_CSV = ROOT / "results/bench/decode_throughput.csv"
 ERRORS_CSV = ROOT / "results/gpu_check/kernel_errors.csv"
+LAUNCHES_CSV = ROOT / "results/profile/launch_times.csv"
+
+
+def revision(csv: Path) -> str:
+    """The short git SHA in the env.json beside ``csv`` (the revision that produced it)."""
+    import json
+
+    env = csv.parent / "env.json"
+    return json.loads(env.read_text()).get("git_sha", "unknown")[:7] if env.exists() else "unknown"
+
+
 BASELINES = ("standard_helion", "fla_fused_recurrent")
 
 
@@ -142,11 +153,11 @@ def plot_kernel_errors(err: pd.DataFrame, path: Path | None = None):
 # ---- README tables ---------------------------------------------------------------------------------
 
 
-def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32) -> str:
+def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32, rev: str = "unknown") -> str:
     sel = df[(df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads)]
     sp = speedups(sel)
     lines = [
-        f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}; copy ceiling "
+        f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}, revision {rev}; copy ceiling "
         f"{sel.copy_gbps.iloc[0]:.0f} GB/s (1 GiB device copy, same run).",
         "",
         "| state / ring | L | ReplaySSM µs | standard_helion µs | FLA µs | vs standard | vs FLA | ReplaySSM % copy |",
@@ -167,7 +178,31 @@ def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32)
     return "\n".join(lines)
 
 
-def summary_markdown(df: pd.DataFrame, err: pd.DataFrame, batch: int = 256, num_v_heads: int = 32) -> str:
+def launches_markdown(lt: pd.DataFrame, rev: str) -> str:
+    """Per-launch device time of a step (``profile_launches``): ring-weights vs state launch, per L."""
+    kernel = lt.kernel.str.replace("_helion_", "").str.strip("_")
+    lt = lt.assign(kernel=kernel, is_baseline=lt.impl != "replayssm_helion")
+    lt = lt.sort_values(["is_baseline", "cache_length"])
+    head = lt.iloc[0]
+    lines = [
+        f"B={head.batch}, H=HV={head.num_v_heads}, K=V={head.key_dim}, {head.state_dtype} state, "
+        f"{head.device}, revision {rev}; µs of device time per step (CUPTI, no CUDA graph).",
+        "",
+        "| impl | L | ring weights (launch 1) | state (launch 2) | step total |",
+        "|---|---|---|---|---|",
+    ]
+    for (impl, L), g in lt.groupby(["impl", "cache_length"], sort=False):
+        us = g.set_index("kernel").us_per_step
+        if impl == "replayssm_helion":
+            w, st = us.get("ring_weights_body", float("nan")), us.get("replayssm_body", float("nan"))
+            lines.append(f"| {impl} | {L} | {w:.1f} | {st:.1f} | {us.sum():.1f} |")
+        else:
+            lines.append(f"| {impl} | - | - | - | {us.sum():.1f} |")
+    return "\n".join(lines)
+
+
+def summary_markdown(df: pd.DataFrame, err: pd.DataFrame, batch: int = 256, num_v_heads: int = 32,
+                     err_rev: str = "unknown") -> str:  # fmt: skip
     """The status paragraph's numbers, from the CSVs (so the README never carries a typed figure)."""
     sel = df[(df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads)]
     sp = speedups(sel)
@@ -194,7 +229,7 @@ def summary_markdown(df: pd.DataFrame, err: pd.DataFrame, batch: int = 256, num_
     )
     lines.append(
         f"- Kernel correctness on the GPU: {int(err.passed.astype(str).eq('True').sum())} of {len(err)} "
-        "`gpu_check` runs within tolerance (table below)."
+        f"`gpu_check` runs within tolerance, at revision {err_rev} (table below)."
     )
     return "\n".join(lines)
 
@@ -233,6 +268,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.plots")
     ap.add_argument("--bench-csv", type=Path, default=BENCH_CSV)
     ap.add_argument("--errors-csv", type=Path, default=ERRORS_CSV)
+    ap.add_argument("--launches-csv", type=Path, default=LAUNCHES_CSV)
     ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
     args = ap.parse_args(argv)
     df = load_bench(args.bench_csv)
@@ -245,8 +281,11 @@ def main(argv=None) -> int:
     plot_kernel_errors(err, args.errors_csv.parent / "kernel_errors.png")
     if args.readme.exists():
         text = args.readme.read_text()
-        text = replace_block(text, "HEADLINE", headline_markdown(df))
-        text = replace_block(text, "SUMMARY", summary_markdown(df, err))
+        text = replace_block(text, "HEADLINE", headline_markdown(df, rev=revision(args.bench_csv)))
+        text = replace_block(text, "SUMMARY", summary_markdown(df, err, err_rev=revision(args.errors_csv)))
+        if args.launches_csv.exists():
+            lt = pd.read_csv(args.launches_csv)
+            text = replace_block(text, "LAUNCHES", launches_markdown(lt, revision(args.launches_csv)))
         text = replace_block(text, "ERRORS", errors_markdown(err))
         args.readme.write_text(text)
     print(f"figures under {out} and {args.errors_csv.parent}; README tables refreshed")

@@ -89,15 +89,20 @@ def test_plots_render_from_the_committed_csvs(tmp_path):
     from replayssm_kernels import plots
 
     readme = tmp_path / "README.md"
-    readme.write_text("".join(f"<!-- BEGIN {b} -->\n<!-- END {b} -->\n" for b in ("SUMMARY", "HEADLINE", "ERRORS")))
+    blocks = ("SUMMARY", "HEADLINE", "ERRORS", "LAUNCHES")
+    readme.write_text("".join(f"<!-- BEGIN {b} -->\n<!-- END {b} -->\n" for b in blocks))
     bench = tmp_path / "bench.csv"
     bench.write_bytes(plots.BENCH_CSV.read_bytes())
     errors = tmp_path / "errors.csv"
     errors.write_bytes(plots.ERRORS_CSV.read_bytes())
-    assert plots.main(["--bench-csv", str(bench), "--errors-csv", str(errors), "--readme", str(readme)]) == 0
+    launches = tmp_path / "launches.csv"
+    launches.write_bytes(plots.LAUNCHES_CSV.read_bytes())
+    argv = ["--bench-csv", str(bench), "--errors-csv", str(errors), "--launches-csv", str(launches)]
+    assert plots.main([*argv, "--readme", str(readme)]) == 0
     assert (tmp_path / "speedup.png").stat().st_size > 10_000
     text = readme.read_text()
     assert "| float32 / bfloat16 | 16 |" in text and "runs within tolerance" in text
+    assert "| replayssm_helion | 16 |" in text and "revision unknown" in text  # no env.json beside the copies
 
 
 def test_readme_usage_example_runs():
@@ -106,3 +111,17 @@ def test_readme_usage_example_runs():
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
     assert torch.isfinite(namespace["out"]).all() and (namespace["cache"].write_pos < 8).all()
+
+
+def test_inspect_codegen_reports_registers_offline():
+    """The offline sm_90 compile report (no GPU): the register count comes from Triton's own ptxas."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HELION_INTERPRET", "TRITON_INTERPRET")}
+    argv = [sys.executable, "-m", "replayssm_kernels.inspect_codegen", "--kernel", "ring_weights", "--num-warps", "1"]
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = dict(item.split("=") for item in run.stdout.split())
+    assert 0 < int(report["registers"]) <= 255 and int(report["spill_bytes"]) >= 0 and "bar_sync" in report
