@@ -10,13 +10,14 @@ ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two m
 
 and everything but ``S0`` and ``d`` lives on the K side. So a step is two launches:
 
-1. ``_ring_weights_body``, one program per (row, value head): reads the live ``kappa`` / ``gamma``
-   entries once, writes the K-vector ``e^Gamma alpha`` and the 2c scalars ``(W_i alpha kappa_i) . x``
-   to a small scratch buffer, and appends ``k`` and ``g``.
+1. ``_ring_weights_body``, one program (one warp by default) per (row, value head): walks the live
+   ``kappa`` / ``gamma`` entries once, newest first, writes the K-vector ``e^Gamma alpha`` and the
+   2c scalars ``(W_i alpha kappa_i) . x`` to a small scratch buffer, and appends ``k`` and ``g``.
 2. ``_replayssm_body``, one program per (row, value head, V tile), as plain as standard decode: the
    checkpoint tile's two mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the output,
    and either the ``d`` append or, on flush rows, the checkpoint write. Flush rows rebuild the state
-   in fp32 in the checkpoint tile's own layout, by the closed form
+   in fp32, ``FK`` channels of K at a time (re-reading the checkpoint tile, so the flush branch does
+   not set every program's register budget), by the closed form
    ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by folding the
    entries oldest to newest, the recurrence's own order (``"precise"``).
 

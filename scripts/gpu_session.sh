@@ -7,7 +7,8 @@
 #
 # 1. tune the ReplaySSM configs at L=16 over a few candidates (both state dtypes), merged into
 #    replayssm_kernels/configs/<device>.json (standard-kernel entries kept); 2. the benchmark at the
-#    headline shape over every L, then smaller batches; 3. pytest -m gpu; 4. gpu_check's error table.
+#    headline shape over every L, then smaller batches; 3. the per-launch split (profile_launches);
+#    4. pytest -m gpu; 5. gpu_check's error table.
 # Each stage has a time limit so a slow one cannot starve the rest; every tool writes its CSV as it
 # goes, so a stage cut short keeps what it measured. Needs torch with CUDA, helion==1.5.0 and
 # fla-core==0.6.0 importable (../shared/tools/device-wheels.sh).
