@@ -61,9 +61,7 @@ def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict
 
 # Entries that are not ``helion.Config`` fields but choices baked into the kernel as constexprs.
 KERNEL_OPTIONS = {
-    "ring_tile": 16,  # ReplaySSM state launch: most ring positions of d per device-loop iteration
-    "ring_chunk": 8,  # ReplaySSM ring-weights launch and flush: most ring positions per unrolled chunk
-    "prep_warps": 1,  # ReplaySSM: warps of launch 1 (the per-(row, head) ring weights)
+    "ring_chunk": 8,  # ReplaySSM flush: most ring positions per unrolled chunk
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
 }
 
@@ -75,12 +73,13 @@ def load_config(kind: str, device, dtype: torch.dtype, shapes) -> dict:
     return dict(cfg)
 
 
-def split_config(cfg: dict | helion.Config, value_dim: int) -> tuple[helion.Config, dict]:
+def split_config(cfg: dict | helion.Config, dims: tuple[int, ...]) -> tuple[helion.Config, dict]:
     """(``helion.Config``, kernel options) from a table entry or an explicit config."""
     if isinstance(cfg, helion.Config):
         return cfg, dict(KERNEL_OPTIONS)
     cfg = dict(cfg)
     options = {name: cfg.pop(name, default) for name, default in KERNEL_OPTIONS.items()}
-    # A block wider than V is pointless; clamp so one table serves every V.
-    cfg["block_sizes"] = [min(bs, value_dim) for bs in cfg["block_sizes"]]
+    # A block wider than its dimension is pointless; clamp so one table serves every K and V.
+    # block_sizes are [V tile] for the standard kernel and [V tile, K chunk] for ReplaySSM.
+    cfg["block_sizes"] = [min(bs, dim) for bs, dim in zip(cfg["block_sizes"], dims, strict=False)]
     return helion.Config(**cfg), options

@@ -9,7 +9,7 @@ SM holds, and so how much memory latency a latency-bound kernel can hide). Numbe
 Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
 
     python -m replayssm_kernels.inspect_codegen --kernel replayssm --cache-length 16 --block-v 128
-    python -m replayssm_kernels.inspect_codegen --kernel ring_weights --cache-length 16 --num-warps 4
+    python -m replayssm_kernels.inspect_codegen --kernel replayssm --block-k 32 --config '{"range_num_stages": [0, 3]}'
     python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
 """
 
@@ -31,7 +31,14 @@ TORCH_TO_TRITON = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float1
 
 
 def generated_source(
-    kernel: str, cache_length: int, block_v: int, num_warps: int, state_dtype, precision: str, extra: dict | None = None
+    kernel: str,
+    cache_length: int,
+    block_v: int,
+    num_warps: int,
+    state_dtype,
+    precision: str,
+    extra: dict | None = None,
+    block_k: int = 32,
 ):
     """(Triton source, {argument name: tensor}) for one kernel at K=V=128, HV=32."""
     import helion
@@ -57,26 +64,18 @@ def generated_source(
         mixed, a, b, w.A_log, w.dt_bias, w.scale, S, c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, None
     )
     qv, kv, vv, a3, dt2 = kd._views(mixed, a, w.dt_bias, shapes)
-    cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
-    rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
-    coef = torch.empty(4, 32, 2, cache_length)
-    decay = torch.empty(4, 32, 128)
     flags = (True, False, False, 1)
-    if kernel == "ring_weights":  # launch 1 of a ReplaySSM step
-        cfg = helion.Config(block_sizes=[], num_warps=num_warps, num_stages=1)
-        args = (qv, kv, a3, b, w.A_log, dt2, c.k_cache, c.g_cache, idx, c.write_pos, c.write_pos, coef, decay)
-        args += (float(w.scale), 0.0, *flags, kd.ring_chunk(cache_length))
-        names = ["q_view", "k_view", "a3", "b", "A_log", "dt2", "k_cache", "g_cache", "ssm_state_indices"]
-        names += ["write_pos", "force_flush", "coef", "decay"]
-        k = kd._kernel(kd._ring_weights_body, cfg)
-    elif kernel == "replayssm":  # launch 2
-        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, out, idx)
-        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb)
+    if kernel == "replayssm":
+        extra = {"range_num_stages": [0, 2], **(extra or {})}
+        cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
+        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, out, idx)
+        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, kd.ring_block(cache_length))
         args += (kd.ring_chunk(cache_length), precision == "precise", kd.KERNEL_OPTIONS["flush_block_k"])
         names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
-        names += ["g_cache", "coef", "decay", "out", "ssm_state_indices", "write_pos", "force_flush"]
+        names += ["g_cache", "out", "ssm_state_indices", "write_pos", "force_flush"]
         k = kd._kernel(kd._replayssm_body, cfg)
     else:
+        cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
         args = (qv, kv, vv, a3, b, w.A_log, dt2, S, out, idx, float(w.scale), 0.0, True, False, 1)
         names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "out", "ssm_state_indices"]
         k = kd._kernel(kd._standard_body, cfg)
@@ -99,8 +98,8 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
     sig, consts, attrs = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
         stride = re.match(r"(.*)_stride_(\d)$", name)
-        if name.startswith("_RDIM") or name.startswith("_BLOCK"):
-            sig[name], consts[name] = "constexpr", 128
+        if name.startswith("_RDIM") or name.startswith("_BLOCK"):  # the host code sets these
+            sig[name], consts[name] = "constexpr", int(re.search(rf"{name} = (\d+)", source).group(1))
         elif stride:
             t = tensors[stride.group(1)]
             value = t.stride(int(stride.group(2)))
@@ -126,6 +125,7 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
         "convert_layout": ttgir.count("ttg.convert_layout"),
         "ld_global": ptx.count("ld.global"),
         "ld_global_v4": ptx.count("ld.global.v4"),
+        "cp_async": ptx.count("cp.async.cg") + ptx.count("cp.async.ca"),  # pipelined loads (num_stages)
         "shared_bytes": compiled.metadata.shared,
     }
 
@@ -157,13 +157,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
     ap.add_argument(
         "--kernel",
-        choices=("replayssm", "ring_weights", "standard"),
+        choices=("replayssm", "standard"),
         default="replayssm",
-        help="replayssm: the state launch of a ReplaySSM step; ring_weights: its first launch",
     )
     ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--cache-length", type=int, default=16)
     ap.add_argument("--block-v", type=int, default=128)
+    ap.add_argument("--block-k", type=int, default=32, help="ReplaySSM: K channels per pipelined chunk")
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--config", type=json.loads, default={}, help="more helion.Config fields as JSON")
@@ -181,6 +181,7 @@ def main(argv=None) -> int:
         getattr(torch, args.state_dtype),
         args.precision,
         args.config,
+        args.block_k,
     )
     if args.dump:
         with open(args.dump, "w") as f:

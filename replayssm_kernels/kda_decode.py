@@ -1,25 +1,23 @@
 """Helion kernels for KDA decode: ReplaySSM (checkpoint + ring) and the standard recurrence.
 
 They mirror ``replayssm_ref.replay`` and ``replayssm_ref.recurrence``; the names (``S0``, ``gamma``,
-``kappa``, ``W``, ``u``) are the reference's. The standard kernel is one launch with one program per
-(row, value head, V tile) holding the full K width of the state tile.
+``kappa``, ``W``, ``u``) are the reference's. Each is one launch with one program per (row, value head,
+V tile). The standard kernel holds the full K width of its state tile.
 
 ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two mat-vecs with it,
 
     S_pre x = S0 (e^Gamma alpha x) + sum_{i<c} d_i ((W_i alpha kappa_i) . x),    x = q, k,
 
-and everything but ``S0`` and ``d`` lives on the K side. So a step is two launches:
-
-1. ``_ring_weights_body``, one program (one warp by default) per (row, value head): walks the live
-   ``kappa`` / ``gamma`` entries once, newest first, writes the K-vector ``e^Gamma alpha`` and the
-   2c scalars ``(W_i alpha kappa_i) . x`` to a small scratch buffer, and appends ``k`` and ``g``.
-2. ``_replayssm_body``, one program per (row, value head, V tile), as plain as standard decode: the
-   checkpoint tile's two mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the output,
-   and either the ``d`` append or, on flush rows, the checkpoint write. Flush rows rebuild the state
-   in fp32, ``FK`` channels of K at a time (re-reading the checkpoint tile, so the flush branch does
-   not set every program's register budget), by the closed form
-   ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by folding the
-   entries oldest to newest, the recurrence's own order (``"precise"``).
+and every K channel of that sum is independent up to the final reductions. So the kernel streams K in
+chunks through a pipelined loop (``range_num_stages``: the next chunks' loads are in flight while one is
+reduced): per chunk, the checkpoint's ``[BV, KC]`` tile and the ring's ``[LB, KC]`` key side, whose
+suffix sums give ``W_i`` and ``e^Gamma``. Only partial mat-vecs and the 2c partial ring scalars cross
+chunks; after the loop one ``[LB, BV]`` tile of ``d`` times those scalars completes ``S_pre x``. Then
+the output, and either the append of ``(d, k, g)`` at the cursor or, on flush rows, the checkpoint
+write. Flush rows rebuild the state in fp32, ``FK`` channels of K at a time (re-reading the checkpoint
+tile, so the rarely taken flush branch does not set every program's register budget), by the closed
+form ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by folding the
+entries oldest to newest, the recurrence's own order (``"precise"``).
 
 Nothing branches on the host: cursors, flushes and padding are device values, so a step can be
 captured in a CUDA graph and replayed with new cursors.
@@ -124,70 +122,6 @@ def _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FO
     return valid, slot, c, flush
 
 
-def _ring_weights_body(
-    q_view: torch.Tensor,  # [B, H, K]
-    k_view: torch.Tensor,  # [B, H, K]
-    a3: torch.Tensor,  # [B, HV, K]
-    b: torch.Tensor,  # [B, HV]
-    A_log: torch.Tensor,  # [HV]
-    dt2: torch.Tensor,  # [HV, K]
-    k_cache: torch.Tensor,  # [slots, H, L, K]
-    g_cache: torch.Tensor,  # [slots, HV, L, K]
-    ssm_state_indices: torch.Tensor,  # [B]
-    write_pos: torch.Tensor,  # [B] int32
-    force_flush: torch.Tensor,  # [B] int32
-    coef: torch.Tensor,  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
-    decay: torch.Tensor,  # [B, HV, K] fp32, written: e^Gamma alpha
-    scale: float,
-    lower_bound: float,
-    USE_L2NORM: hl.constexpr,
-    BOUNDED: hl.constexpr,
-    HAS_FORCE: hl.constexpr,
-    HPQ: hl.constexpr,
-    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
-) -> torch.Tensor:
-    """Launch 1 of a ReplaySSM step, one program per (row, value head): everything on the K side.
-
-    The state enters a step only through ``S_rec x = S0 (e^Gamma x) + sum_i d_i (W_i kappa_i . x)``
-    for x = alpha q and alpha k, so the K-side ring (``kappa``, ``gamma``) collapses to one K-vector
-    ``e^Gamma alpha`` and 2c scalars per (row, head). Computing them here, once, leaves the state
-    kernel (launch 2) with no per-entry chain and no ring work repeated per V tile."""
-    B = q_view.size(0)
-    K = hl.specialize(q_view.size(2))
-    HV = a3.size(1)
-    L = hl.specialize(g_cache.size(2))
-    for tile_b, tile_j in hl.tile([B, HV], block_size=[1, 1]):
-        row = tile_b.begin
-        j = tile_j.begin
-        h = j // HPQ
-        valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
-        q, k, g, _ = _token_body(
-            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
-            scale, lower_bound, USE_L2NORM, BOUNDED,
-        )  # fmt: skip
-        # Newest entry first, one entry at a time (CH per unrolled chunk, so their loads issue together):
-        # the suffix sums W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation and no
-        # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing.
-        alpha = torch.exp(g)
-        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the entries already seen
-        for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
-            for t in hl.static_range(CH):
-                i = L - 1 - tile_f.begin * CH - t
-                kappa, gamma = _ring_key(k_cache, g_cache, slot, h, j, i, c, tile_b, slice(None), K)
-                m = torch.exp(newer) * kappa * alpha[None, :]  # W_i alpha kappa_i
-                hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
-                hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
-                newer = newer + gamma
-        decay[tile_b, j, :] = torch.exp(newer + g[None, :])  # newer = Gamma now
-        # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head.
-        if valid & ~flush:
-            for tile_c in hl.tile(c, c + 1, block_size=1):
-                g_cache[slot, j, tile_c, :] = g[None, None, :]
-                if j % HPQ == 0:
-                    k_cache[slot, h, tile_c, :] = k[None, None, :].to(k_cache.dtype)
-    return coef
-
-
 def _replayssm_body(
     q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
     k_view: torch.Tensor,  # [B, H, K]
@@ -200,8 +134,6 @@ def _replayssm_body(
     d_cache: torch.Tensor,  # [slots, HV, L, V]
     k_cache: torch.Tensor,  # [slots, H, L, K]
     g_cache: torch.Tensor,  # [slots, HV, L, K]
-    coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
-    decay: torch.Tensor,  # [B, HV, K] from launch 1
     out: torch.Tensor,  # [B, 1, HV, V]
     ssm_state_indices: torch.Tensor,  # [B]
     write_pos: torch.Tensor,  # [B] int32
@@ -212,81 +144,104 @@ def _replayssm_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,  # value heads per q/k head
-    RB: hl.constexpr,  # ring positions per device-loop iteration
+    LB: hl.constexpr,  # the ring length rounded up to a power of two: one [LB, KC] tile holds it
     CH: hl.constexpr,  # ring positions per unrolled chunk of a flush (divides L)
     PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
     FK: hl.constexpr,  # K channels per step of the flush
 ) -> torch.Tensor:
-    """Launch 2, one program per (row, value head, V tile): the state side, as plain as standard decode."""
+    """One ReplaySSM step, one program per (row, value head, V tile)."""
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
     HV = v_view.size(1)
     V = hl.specialize(v_view.size(2))
     L = hl.specialize(d_cache.size(2))
     block_v = hl.register_block_size(V)
+    block_k = hl.register_block_size(K)
     for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
         row = tile_b.begin
         j = tile_j.begin
         h = j // HPQ
         valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
-        q, k, g, beta = _token_body(
-            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
-            scale, lower_bound, USE_L2NORM, BOUNDED,
-        )  # fmt: skip
+        q_full = q_view[row, h, :].to(torch.float32)
+        k_full = k_view[row, h, :].to(torch.float32)
+        q_scale = _l2_scale(q_full, USE_L2NORM) * scale
+        k_scale = _l2_scale(k_full, USE_L2NORM)
+        beta = torch.sigmoid(b[row, j].to(torch.float32))
         v = v_view[row, j, tile_v].to(torch.float32)
-        S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
-        decay_alpha = decay[row, j, :]  # e^Gamma alpha
+        ring = hl.arange(LB)  # ring positions; those >= c are masked: stale (even NaN) data never enters
+        live = ring < c
 
-        # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars (first, so its loads overlap the
-        #    checkpoint's), then the checkpoint's two mat-vecs.
-        ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-        ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-        for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
-            d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
-            ring_q = ring_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
-            ring_k = ring_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
-        sq = ((S0 * (decay_alpha * q)[None, None, :]).sum(2) + ring_q).sum(0)  # [BV]
-        sk = ((S0 * (decay_alpha * k)[None, None, :]).sum(2) + ring_k).sum(0)
+        # 1. S_pre x for x = q, k, one K chunk at a time (a pipelined loop: the next chunks' loads are
+        #    in flight while this one is reduced). Every K channel of the replay is independent, so a
+        #    chunk holds all it needs: the checkpoint's [BV, KC] tile, and the ring's [LB, KC] key side,
+        #    whose suffix sums give W_i (e^Gamma for the checkpoint). What crosses chunks is only the
+        #    partial mat-vecs and the partial ring scalars (W_i alpha kappa_i) . x.
+        sq = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        sk = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        coef_q = hl.zeros([tile_b, LB], dtype=torch.float32)
+        coef_k = hl.zeros([tile_b, LB], dtype=torch.float32)
+        for tile_k in hl.tile(K, block_size=block_k):
+            q = q_view[row, h, tile_k].to(torch.float32) * q_scale
+            k = k_view[row, h, tile_k].to(torch.float32) * k_scale
+            alpha = torch.exp(_gate(a3[row, j, tile_k], dt2[j, tile_k], A_log[j], lower_bound, BOUNDED))
+            S0 = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, KC]
+            kappa = hl.load(k_cache, [slot, h, ring, tile_k], extra_mask=live[None, :, None]).to(torch.float32)
+            gamma = hl.load(g_cache, [slot, j, ring, tile_k], extra_mask=live[None, :, None])  # [1, LB, KC]
+            newer = hl.cumsum(gamma, 1, reverse=True) - gamma  # sum over the entries after i
+            w_alpha = torch.exp(newer) * kappa * alpha[None, None, :]  # W_i alpha kappa_i
+            coef_q = coef_q + (w_alpha * q[None, None, :]).sum(2)
+            coef_k = coef_k + (w_alpha * k[None, None, :]).sum(2)
+            decay = torch.exp(gamma.sum(1)) * alpha[None, :]  # e^Gamma alpha, [1, KC]
+            sq = sq + (S0 * (decay * q[None, :])[:, None, :]).sum(2)
+            sk = sk + (S0 * (decay * k[None, :])[:, None, :]).sum(2)
+        d = hl.load(d_cache, [slot, j, ring, tile_v], extra_mask=live[None, :, None]).to(torch.float32)
+        sq = (sq + (d * coef_q[:, :, None]).sum(1)).sum(0)  # [BV]
+        sk = (sk + (d * coef_k[:, :, None]).sum(1)).sum(0)
 
         # 2. The current token.
         u = beta * (v - sk)
-        o = sq + u * (k * q).sum(0)
+        o = sq + u * ((k_full * q_full).sum(0) * (k_scale * q_scale))
         out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
 
         # 3. Flush rows rebuild the post-token state and write the checkpoint, FK channels of K at a
-        #    time: every channel of the fold is independent, and a [BV, FK] tile (the checkpoint re-read,
-        #    from L2) keeps this rarely taken branch from setting the register budget of every program.
+        #    time (the checkpoint tile re-read, from L2), so this rarely taken branch does not set every
+        #    program's register budget.
         if valid & flush:
-            k_scale = _l2_scale(k_view[row, h, :].to(torch.float32), USE_L2NORM)
-            for tile_k in hl.tile(K, block_size=FK):
-                S = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, FK]
-                k_c = k_view[row, h, tile_k].to(torch.float32) * k_scale
-                alpha_c = torch.exp(_gate(a3[row, j, tile_k], dt2[j, tile_k], A_log[j], lower_bound, BOUNDED))
+            for tile_f in hl.tile(K, block_size=FK):
+                k_c = k_view[row, h, tile_f].to(torch.float32) * k_scale
+                alpha_c = torch.exp(_gate(a3[row, j, tile_f], dt2[j, tile_f], A_log[j], lower_bound, BOUNDED))
                 if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
+                    S = initial_state[slot, j, tile_v, tile_f].to(torch.float32)  # [1, BV, FK]
                     for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
                         for t in hl.static_range(CH):
                             i_f = tile_p.begin * CH + t
-                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
+                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_f, tile_f)
                             d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                             S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                     S = S * alpha_c[None, None, :]
-                else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
-                    S = S * decay[tile_b, j, tile_k][:, None, :]
-                    w_alpha = hl.zeros([tile_b, tile_k], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
-                    for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+                else:  # closed form, newest to oldest: sum_i d_i (W_i alpha kappa_i)^T + S0 e^Gamma alpha
+                    S = hl.zeros([tile_b, tile_v, tile_f], dtype=torch.float32)
+                    w_f = hl.zeros([tile_b, tile_f], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                    for tile_w in hl.tile((L - c) // CH, L // CH, block_size=1):
                         for t in hl.static_range(CH):
-                            i_f = L - 1 - tile_f.begin * CH - t
-                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
+                            i_f = L - 1 - tile_w.begin * CH - t
+                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_f, tile_f)
                             d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
-                            S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
-                            w_alpha = w_alpha * torch.exp(gamma_f)
+                            S = S + d_f[:, :, None] * (w_f * kappa_f)[:, None, :]
+                            w_f = w_f * torch.exp(gamma_f)
+                    S = S + initial_state[slot, j, tile_v, tile_f].to(torch.float32) * w_f[:, None, :]
                 S = S + u[None, :, None] * k_c[None, None, :]
-                initial_state[slot, j, tile_v, tile_k] = S.to(initial_state.dtype)
+                initial_state[slot, j, tile_v, tile_f] = S.to(initial_state.dtype)
 
-        # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
+        # 4. Other rows append (u, k, g) at the cursor; g once per value head, k once per q/k head.
         if valid & ~flush:
             for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
                 d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
+                if tile_v.begin == 0:
+                    g = _gate(a3[row, j, :], dt2[j, :], A_log[j], lower_bound, BOUNDED)
+                    g_cache[slot, j, tile_c, :] = g[None, None, :]
+                    if j % HPQ == 0:
+                        k_cache[slot, h, tile_c, :] = (k_full * k_scale)[None, None, :].to(k_cache.dtype)
     return out
 
 
@@ -368,7 +323,10 @@ def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config 
     leaves the Helion config to Helion's autotuner."""
     if config == "autotune":
         return None, dict(KERNEL_OPTIONS)
-    return split_config(config if config is not None else load_config(kind, device, dtype, shapes), shapes.value_dim)
+    return split_config(
+        config if config is not None else load_config(kind, device, dtype, shapes),
+        (shapes.value_dim, shapes.key_dim),
+    )
 
 
 def _check_precision(precision: str) -> None:
@@ -416,26 +374,16 @@ def helion_fused_recurrent_kda_replayssm_decode(
     _check_precision(precision)
 
     config, options = _resolve_config(config, "replayssm", mixed_qkv.device, initial_state.dtype, shapes)
-    B, HV, K, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.cache_length
-    rb = min(ring_block(L), options["ring_tile"])
+    L = shapes.cache_length
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     force = write_pos if force_flush is None else force_flush
-    flags = (bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q)
-    scalars = (float(scale), 0.0 if lower_bound is None else float(lower_bound))
-    # Launch 1 (K side): e^Gamma alpha and the 2c ring scalars per (row, head); appends k and g.
-    coef = torch.empty(B, HV, 2, L, device=mixed_qkv.device, dtype=torch.float32)
-    decay = torch.empty(B, HV, K, device=mixed_qkv.device, dtype=torch.float32)
-    weights = _kernel(_ring_weights_body, helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1))
-    weights(
-        q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
-        coef, decay, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
-    )  # fmt: skip
-    # Launch 2 (state side): output, d append, flush rows' checkpoint.
     kernel = _kernel(_replayssm_body, config)
     kernel(
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, out,
-        ssm_state_indices, write_pos, force, *scalars, *flags,
-        rb, ring_chunk(L, options["ring_chunk"]), precision == "precise", min(options["flush_block_k"], K),
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
+        ssm_state_indices, write_pos, force, float(scale), 0.0 if lower_bound is None else float(lower_bound),
+        bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q,
+        ring_block(L), ring_chunk(L, options["ring_chunk"]), precision == "precise",
+        min(options["flush_block_k"], shapes.key_dim),
     )  # fmt: skip
     return out, initial_state
 

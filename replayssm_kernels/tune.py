@@ -21,22 +21,23 @@ from pathlib import Path
 import torch
 
 from .bench import Case, Workload, _dtype_pair, time_graph
-from .configs import CONFIG_DIR, KERNEL_OPTIONS, device_key, shape_class
+from .configs import CONFIG_DIR, device_key, shape_class
 
+# ReplaySSM: block_sizes = [V tile, K chunk], and range_num_stages[1] is the depth of the pipelined K loop
+# (how many chunks' loads are in flight). The standard kernel: block_sizes = [V tile].
 GRID = {
-    "block_sizes": [[32], [64], [128]],
-    "num_warps": [1, 2, 4],
+    "block_sizes": [[64, 32], [128, 32], [128, 64]],
+    "num_warps": [4, 8],
     "num_stages": [1],
+    "range_num_stages": [[0, 2], [0, 3]],
     # ReplaySSM kernel options (configs.KERNEL_OPTIONS), stored in the table with the rest
-    "ring_tile": [8, 16],
-    "prep_warps": [1, 4],
-    "flush_block_k": [16, 32, 64],
+    "flush_block_k": [32],
 }
-MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (block_v * K / threads); more spills
+MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (a state tile / threads); more spills
 
 
 def _grid_from(text: str) -> dict:
-    """``--grid '{"block_sizes": [[64], [128]], "num_warps": [4]}'`` narrows the default grid."""
+    """``--grid '{"block_sizes": [[64, 32], [128, 32]], "num_warps": [4]}'`` narrows the default grid."""
     return GRID | json.loads(text)
 
 
@@ -48,21 +49,21 @@ def grid_configs(grid: dict = GRID) -> list[dict]:
 def table_entry(kind: str, point: dict, key_dim: int, exact_fit: bool = False) -> dict | None:
     """A grid point as a config-table entry for ``kind``, or None if it cannot fit or means nothing.
 
-    The standard kernel has none of the ReplaySSM options, so only its default points are kept."""
+    The standard kernel holds a ``[V tile, K]`` state tile and has none of the ReplaySSM options (its
+    entry keeps only the V tile, warps and stages); ReplaySSM holds one ``[V tile, K chunk]`` chunk."""
     cfg = dict(point)
-    per_thread = cfg["block_sizes"][0] * key_dim / (32 * cfg["num_warps"])
+    if kind != "replayssm":
+        cfg = {k: cfg[k] for k in ("num_warps", "num_stages") if k in cfg} | {"block_sizes": cfg["block_sizes"][:1]}
+    tile = cfg["block_sizes"][0] * (cfg["block_sizes"][1] if kind == "replayssm" else key_dim)
+    per_thread = tile / (32 * cfg["num_warps"])
     if per_thread > MAX_STATE_PER_THREAD or (exact_fit and per_thread != MAX_STATE_PER_THREAD):
         return None
-    if kind != "replayssm":
-        options = {name: cfg.pop(name, default) for name, default in KERNEL_OPTIONS.items()}
-        return cfg if options == KERNEL_OPTIONS else None
     return cfg
 
 
 def _standard_points(points: list[dict]) -> list[dict]:
     """The distinct V-tile / warp / stage choices of ``points``, without the ReplaySSM-only options."""
-    keep = ("block_sizes", "num_warps", "num_stages")
-    distinct = {json.dumps({k: p[k] for k in keep if k in p}, sort_keys=True) for p in points}
+    distinct = {json.dumps(table_entry("standard", p, 0), sort_keys=True) for p in points}
     return [json.loads(d) for d in sorted(distinct)]
 
 

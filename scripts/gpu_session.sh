@@ -5,7 +5,7 @@
 #   REPLAYSSM_GIT_SHA=$(git rev-parse HEAD) scripts/gpu_session.sh      # on the H200, OUT=<folder>
 #   STAGES="pytest check" scripts/gpu_session.sh                          # some stages only
 #
-# 1. tune the ReplaySSM configs at L=16 over a few candidates (both state dtypes), merged into
+# 1. tune the ReplaySSM configs at L=16 over a few candidates (POINTS) (both state dtypes), merged into
 #    replayssm_kernels/configs/<device>.json (standard-kernel entries kept); 2. the benchmark at the
 #    headline shape over every L, then smaller batches; 3. the per-launch split (profile_launches);
 #    4. pytest -m gpu; 5. gpu_check's error table.
@@ -17,17 +17,19 @@ OUT=${OUT:-results}
 mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile"
 STAGES=${STAGES:-tune bench profile pytest check}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-POINTS='[{"block_sizes":[64],"num_warps":2,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[64],"num_warps":4,"num_stages":1,"flush_block_k":64},
- {"block_sizes":[32],"num_warps":1,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[32],"num_warps":2,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[16],"num_warps":1,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[32],"num_warps":1,"num_stages":1,"flush_block_k":32,"ring_chunk":16}]'
+# ReplaySSM candidates: [V tile, K chunk], warps, depth of the pipelined K loop (range_num_stages[1]).
+POINTS='[{"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,2]},
+ {"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,3]},
+ {"block_sizes":[128,32],"num_warps":8,"num_stages":1,"range_num_stages":[0,3]},
+ {"block_sizes":[64,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,3]},
+ {"block_sizes":[128,64],"num_warps":8,"num_stages":1,"range_num_stages":[0,2]},
+ {"block_sizes":[64,64],"num_warps":4,"num_stages":1,"range_num_stages":[0,2]},
+ {"block_sizes":[32,32],"num_warps":2,"num_stages":1,"range_num_stages":[0,3]}]'
 TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 
 if has tune; then
 cp "$TABLE" "$OUT/tune/previous.json"
-timeout 150 python -m replayssm_kernels.tune --fresh --kernels replayssm --cache-lengths 16 --points "$POINTS" \
+timeout ${TUNE_LIMIT:-200} python -m replayssm_kernels.tune --fresh --kernels replayssm --cache-lengths 16 --points "$POINTS" \
     --rep-ms 25 --trials-csv "$OUT/tune/trials.csv" --dtype-pairs float32/bfloat16 bfloat16/bfloat16 2>&1 | grep -v Warn
 python - "$TABLE" "$OUT/tune/previous.json" <<'PY'
 import json, sys
@@ -50,7 +52,7 @@ fi
 
 has profile && timeout 90 python -m replayssm_kernels.profile_launches --out "$OUT/profile" 2>&1 | grep -v Warn | tail -12
 
-has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
+has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
 if has check; then
 timeout 120 python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" --heads 4 32 2>&1 | tail -12
 rm -f "$OUT/gpu_check/worst_errors.csv"  # derived from kernel_errors.csv; the device call returns 8 files at most

@@ -120,7 +120,7 @@ def test_inspect_codegen_reports_registers_offline():
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("HELION_INTERPRET", "TRITON_INTERPRET")}
-    argv = [sys.executable, "-m", "replayssm_kernels.inspect_codegen", "--kernel", "ring_weights", "--num-warps", "1"]
+    argv = [sys.executable, "-m", "replayssm_kernels.inspect_codegen", "--block-v", "32", "--num-warps", "1"]
     run = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     report = dict(item.split("=") for item in run.stdout.split())
