@@ -5,7 +5,8 @@
 #   REPLAYSSM_GIT_SHA=$(git rev-parse HEAD) scripts/gpu_session.sh      # on the H200, OUT=<folder>
 #   STAGES="pytest check" scripts/gpu_session.sh                          # some stages only
 #
-# 1. tune the ReplaySSM configs at L=16 over a few candidates (POINTS) (both state dtypes), merged into
+# 1. tune the ReplaySSM configs per ring class (TUNE_LENGTHS, default L = 16 4 1; the first also serves
+#    untuned classes) over a few candidates (POINTS) (both state dtypes), merged into
 #    replayssm_kernels/configs/<device>.json (standard-kernel entries kept); 2. the benchmark at the
 #    headline shape over every L, then smaller batches; 3. the per-launch split (profile_launches);
 #    4. pytest -m gpu; 5. gpu_check's error table.
@@ -14,23 +15,22 @@
 # fla-core==0.6.0 importable (../shared/tools/device-wheels.sh).
 set -uo pipefail
 OUT=${OUT:-results}
-mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile"
-STAGES=${STAGES:-tune bench profile pytest check}
+mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile" "$OUT/ceiling"
+STAGES=${STAGES:-tune bench ceiling profile pytest check}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 # ReplaySSM candidates: [V tile, K chunk], warps, depth of the pipelined K loop (range_num_stages[1]).
-POINTS='[{"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,2]},
- {"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,3]},
- {"block_sizes":[128,32],"num_warps":8,"num_stages":1,"range_num_stages":[0,3]},
- {"block_sizes":[64,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,3]},
- {"block_sizes":[128,64],"num_warps":8,"num_stages":1,"range_num_stages":[0,2]},
- {"block_sizes":[64,64],"num_warps":4,"num_stages":1,"range_num_stages":[0,2]},
- {"block_sizes":[32,32],"num_warps":2,"num_stages":1,"range_num_stages":[0,3]}]'
+# ReplaySSM candidates: [V tile, K chunk], warps, depth of the pipelined K loop (range_num_stages[1]),
+# K channels per flush step (fewer bound the flush branch's registers, which can set the kernel's).
+POINTS='[{"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,3],"flush_block_k":16},
+ {"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,4],"flush_block_k":16},
+ {"block_sizes":[128,16],"num_warps":4,"num_stages":1,"range_num_stages":[0,4],"flush_block_k":16},
+ {"block_sizes":[128,16],"num_warps":4,"num_stages":1,"range_num_stages":[0,6],"flush_block_k":16}]'
 TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 
 if has tune; then
 cp "$TABLE" "$OUT/tune/previous.json"
-timeout ${TUNE_LIMIT:-200} python -m replayssm_kernels.tune --fresh --kernels replayssm --cache-lengths 16 --points "$POINTS" \
-    --rep-ms 25 --trials-csv "$OUT/tune/trials.csv" --dtype-pairs float32/bfloat16 bfloat16/bfloat16 2>&1 | grep -v Warn
+timeout ${TUNE_LIMIT:-200} python -m replayssm_kernels.tune --fresh --kernels replayssm --cache-lengths ${TUNE_LENGTHS:-16 4 1} --points "$POINTS" \
+    --rep-ms 20 --trials-csv "$OUT/tune/trials.csv" --dtype-pairs float32/bfloat16 bfloat16/bfloat16 2>&1 | grep -v Warn
 python - "$TABLE" "$OUT/tune/previous.json" <<'PY'
 import json, sys
 table, previous = sys.argv[1], sys.argv[2]
@@ -49,6 +49,9 @@ if has bench; then
 bench 150 --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 --dtype-pairs float32/bfloat16 bfloat16/bfloat16
 bench 60 --append --batch 64 8 1 --heads 32 --gqa 1 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
 fi
+
+# the read-side ceiling: a gathered state pool through two mat-vecs, full tiles vs pipelined chunks
+has ceiling && timeout 100 python -m replayssm_kernels.matvec_ceiling --out "$OUT/ceiling" 2>&1 | grep -v Warn
 
 has profile && timeout 90 python -m replayssm_kernels.profile_launches --out "$OUT/profile" 2>&1 | grep -v Warn | tail -12
 
