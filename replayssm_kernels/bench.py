@@ -2,7 +2,8 @@
 
 Every implementation runs the same sweep in one process, on the same inputs:
 
-* ``replayssm_helion``     ours, one call per step (two launches: ring weights, then the state)
+* ``replayssm_helion``     ours, one call per step (the default: two launches, ring weights then state)
+* ``replayssm_helion_fused`` ours with ``launches=1``: the whole step as one fused kernel
 * ``standard_helion``      our standard decode (read state, update, write back)
 * ``fla_fused_recurrent``  FLA's ``fused_recurrent_kda`` as a single-token decode from a state pool
                            (``state_v_first=True`` reads our ``[slots, HV, V, K]`` pool as is)
@@ -29,7 +30,14 @@ import torch
 from replayssm_ref.harness import Problem, random_token, random_weights
 from replayssm_ref.traffic import TrafficShape, replay_bytes_per_row, standard_bytes_per_row
 
-IMPLS = ("replayssm_helion", "standard_helion", "fla_fused_recurrent")
+IMPLS = ("replayssm_helion", "replayssm_helion_fused", "standard_helion", "fla_fused_recurrent")
+REPLAYSSM_LAUNCHES = {"replayssm_helion": 2, "replayssm_helion_fused": 1}
+
+
+def is_replayssm(impl: str) -> bool:
+    return impl in REPLAYSSM_LAUNCHES
+
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 CSV_COLUMNS = [
     "impl", "batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "cache_length", "state_dtype",
@@ -67,7 +75,7 @@ def cursor_schedule(batch: int, cache_length: int, device) -> list[torch.Tensor]
 def cycle_model_bytes(case: Case, impl: str) -> float:
     """Model bytes per step, averaged over the steps of one timed cycle (exact for the schedule)."""
     t = case.traffic()
-    if impl != "replayssm_helion":
+    if not is_replayssm(impl):
         return case.batch * standard_bytes_per_row(t)
     L = case.cache_length
     total = 0.0
@@ -122,13 +130,13 @@ class Workload:
         w, launches = self.weights, []
         for idx, t in itertools.product(self.indices, range(self.case.cache_length)):
             mixed, a, b = self.tokens[t]
-            if impl == "replayssm_helion":
-                wp = self.cursors[t]
+            if is_replayssm(impl):
+                wp, n = self.cursors[t], REPLAYSSM_LAUNCHES[impl]
                 launches.append(
-                    lambda mixed=mixed, a=a, b=b, idx=idx, wp=wp: helion_fused_recurrent_kda_replayssm_decode(
+                    lambda mixed=mixed, a=a, b=b, idx=idx, wp=wp, n=n: helion_fused_recurrent_kda_replayssm_decode(
                         mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache,
                         self.g_cache, self.out, idx, wp, None, True, None, precision=precision, check_values=False,
-                        config=config,
+                        config=config, launches=n,
                     )
                 )  # fmt: skip
             elif impl == "standard_helion":
@@ -288,7 +296,7 @@ def main(argv=None) -> int:
             for impl in args.impls:
                 # Baselines do not depend on L or the ring dtype: time them once per shape, at L=1 sets.
                 key = (impl, case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.state_dtype)
-                if impl != "replayssm_helion":
+                if not is_replayssm(impl):
                     if key in seen_baselines:
                         continue
                     seen_baselines.add(key)
@@ -303,10 +311,10 @@ def main(argv=None) -> int:
                     {
                         "impl": impl, "batch": case.batch, "num_q_heads": case.num_q_heads,
                         "num_v_heads": case.num_v_heads, "key_dim": case.key_dim, "value_dim": case.value_dim,
-                        "cache_length": case.cache_length if impl == "replayssm_helion" else 0,
+                        "cache_length": case.cache_length if is_replayssm(impl) else 0,
                         "state_dtype": case.state_dtype,
-                        "cache_dtype": case.cache_dtype if impl == "replayssm_helion" else "",
-                        "precision": args.precision if impl == "replayssm_helion" else "",
+                        "cache_dtype": case.cache_dtype if is_replayssm(impl) else "",
+                        "precision": args.precision if is_replayssm(impl) else "",
                         "us_per_step": med, "us_p20": p20, "us_p80": p80, "model_bytes_per_step": nbytes,
                         "gbps_effective": gbps, "copy_gbps": copy_gbps, "frac_of_copy": gbps / copy_gbps,
                         "steps_per_graph": sets * case.cache_length, "slot_sets": sets, "device": props.name,

@@ -61,7 +61,9 @@ def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict
 
 # Entries that are not ``helion.Config`` fields but choices baked into the kernel as constexprs.
 KERNEL_OPTIONS = {
-    "ring_chunk": 8,  # ReplaySSM flush: most ring positions per unrolled chunk
+    "ring_tile": 16,  # two-launch state kernel: most ring positions of d per device-loop iteration
+    "ring_chunk": 8,  # ring-weights launch and flush: most ring positions per unrolled chunk
+    "prep_warps": 1,  # two-launch: warps of launch 1 (the per-(row, head) ring weights)
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
 }
 
@@ -80,6 +82,6 @@ def split_config(cfg: dict | helion.Config, dims: tuple[int, ...]) -> tuple[heli
     cfg = dict(cfg)
     options = {name: cfg.pop(name, default) for name, default in KERNEL_OPTIONS.items()}
     # A block wider than its dimension is pointless; clamp so one table serves every K and V.
-    # block_sizes are [V tile] for the standard kernel and [V tile, K chunk] for ReplaySSM.
+    # block_sizes are [V tile] for the standard and two-launch kernels, [V tile, K chunk] for the fused one.
     cfg["block_sizes"] = [min(bs, dim) for bs, dim in zip(cfg["block_sizes"], dims, strict=False)]
     return helion.Config(**cfg), options

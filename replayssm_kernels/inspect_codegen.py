@@ -8,8 +8,9 @@ on the PTX, the registers a thread uses and the bytes it spills (registers set h
 SM holds, and so how much memory latency a latency-bound kernel can hide). Numbers are for the local
 Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
 
-    python -m replayssm_kernels.inspect_codegen --kernel replayssm --cache-length 16 --block-v 128
-    python -m replayssm_kernels.inspect_codegen --kernel replayssm --block-k 32 --config '{"range_num_stages": [0, 3]}'
+    python -m replayssm_kernels.inspect_codegen --kernel state --cache-length 16 --block-v 32 --num-warps 1
+    python -m replayssm_kernels.inspect_codegen --kernel ring_weights --cache-length 16 --num-warps 1
+    python -m replayssm_kernels.inspect_codegen --kernel fused --block-k 32 --config '{"range_num_stages": [0, 3]}'
     python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
 """
 
@@ -65,7 +66,9 @@ def generated_source(
     )
     qv, kv, vv, a3, dt2 = kd._views(mixed, a, w.dt_bias, shapes)
     flags = (True, False, False, 1)
-    if kernel == "replayssm":
+    coef = torch.empty(4, 32, 2, cache_length)
+    decay = torch.empty(4, 32, 128)
+    if kernel == "fused":
         extra = {"range_num_stages": [0, 2], **(extra or {})}
         cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
         args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, out, idx)
@@ -73,7 +76,23 @@ def generated_source(
         args += (kd.ring_chunk(cache_length), precision == "precise", kd.KERNEL_OPTIONS["flush_block_k"])
         names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
         names += ["g_cache", "out", "ssm_state_indices", "write_pos", "force_flush"]
-        k = kd._kernel(kd._replayssm_body, cfg)
+        k = kd._kernel(kd._replayssm_fused_body, cfg)
+    elif kernel == "ring_weights":  # launch 1 of a two-launch step
+        cfg = helion.Config(block_sizes=[], num_warps=num_warps, num_stages=1)
+        args = (qv, kv, a3, b, w.A_log, dt2, c.k_cache, c.g_cache, idx, c.write_pos, c.write_pos, coef, decay)
+        args += (float(w.scale), 0.0, *flags, kd.ring_chunk(cache_length))
+        names = ["q_view", "k_view", "a3", "b", "A_log", "dt2", "k_cache", "g_cache", "ssm_state_indices"]
+        names += ["write_pos", "force_flush", "coef", "decay"]
+        k = kd._kernel(kd._ring_weights_body, cfg)
+    elif kernel == "state":  # launch 2
+        cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
+        rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
+        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, out, idx)
+        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb)
+        args += (kd.ring_chunk(cache_length), precision == "precise", kd.KERNEL_OPTIONS["flush_block_k"])
+        names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
+        names += ["g_cache", "coef", "decay", "out", "ssm_state_indices", "write_pos", "force_flush"]
+        k = kd._kernel(kd._replayssm_state_body, cfg)
     else:
         cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
         args = (qv, kv, vv, a3, b, w.A_log, dt2, S, out, idx, float(w.scale), 0.0, True, False, 1)
@@ -157,13 +176,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
     ap.add_argument(
         "--kernel",
-        choices=("replayssm", "standard"),
-        default="replayssm",
+        choices=("fused", "state", "ring_weights", "standard"),
+        default="fused",
+        help="fused: the one-launch ReplaySSM kernel; ring_weights / state: the two launches of the default",
     )
     ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--cache-length", type=int, default=16)
     ap.add_argument("--block-v", type=int, default=128)
-    ap.add_argument("--block-k", type=int, default=32, help="ReplaySSM: K channels per pipelined chunk")
+    ap.add_argument("--block-k", type=int, default=32, help="fused: K channels per pipelined chunk")
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--config", type=json.loads, default={}, help="more helion.Config fields as JSON")

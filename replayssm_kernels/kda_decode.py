@@ -122,7 +122,7 @@ def _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FO
     return valid, slot, c, flush
 
 
-def _replayssm_body(
+def _replayssm_fused_body(
     q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
     k_view: torch.Tensor,  # [B, H, K]
     v_view: torch.Tensor,  # [B, HV, V]
@@ -245,6 +245,172 @@ def _replayssm_body(
     return out
 
 
+def _ring_weights_body(
+    q_view: torch.Tensor,  # [B, H, K]
+    k_view: torch.Tensor,  # [B, H, K]
+    a3: torch.Tensor,  # [B, HV, K]
+    b: torch.Tensor,  # [B, HV]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor,  # [B] int32
+    coef: torch.Tensor,  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
+    decay: torch.Tensor,  # [B, HV, K] fp32, written: e^Gamma alpha
+    scale: float,
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+    HAS_FORCE: hl.constexpr,
+    HPQ: hl.constexpr,
+    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
+) -> torch.Tensor:
+    """Launch 1 of a two-launch ReplaySSM step, one program per (row, value head): everything on the K side.
+
+    The state enters a step only through ``S_rec x = S0 (e^Gamma x) + sum_i d_i (W_i kappa_i . x)``
+    for x = alpha q and alpha k, so the K-side ring (``kappa``, ``gamma``) collapses to one K-vector
+    ``e^Gamma alpha`` and 2c scalars per (row, head). Computing them here, once, leaves the state
+    kernel (launch 2) with no per-entry chain and no ring work repeated per V tile."""
+    B = q_view.size(0)
+    K = hl.specialize(q_view.size(2))
+    HV = a3.size(1)
+    L = hl.specialize(g_cache.size(2))
+    for tile_b, tile_j in hl.tile([B, HV], block_size=[1, 1]):
+        row = tile_b.begin
+        j = tile_j.begin
+        h = j // HPQ
+        valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
+        q, k, g, _ = _token_body(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        # Newest entry first, one entry at a time (CH per unrolled chunk, so their loads issue together):
+        # the suffix sums W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation and no
+        # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing.
+        alpha = torch.exp(g)
+        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the entries already seen
+        for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+            for t in hl.static_range(CH):
+                i = L - 1 - tile_f.begin * CH - t
+                kappa, gamma = _ring_key(k_cache, g_cache, slot, h, j, i, c, tile_b, slice(None), K)
+                m = torch.exp(newer) * kappa * alpha[None, :]  # W_i alpha kappa_i
+                hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
+                hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
+                newer = newer + gamma
+        decay[tile_b, j, :] = torch.exp(newer + g[None, :])  # newer = Gamma now
+        # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head.
+        if valid & ~flush:
+            for tile_c in hl.tile(c, c + 1, block_size=1):
+                g_cache[slot, j, tile_c, :] = g[None, None, :]
+                if j % HPQ == 0:
+                    k_cache[slot, h, tile_c, :] = k[None, None, :].to(k_cache.dtype)
+    return coef
+
+
+def _replayssm_state_body(
+    q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
+    k_view: torch.Tensor,  # [B, H, K]
+    v_view: torch.Tensor,  # [B, HV, V]
+    a3: torch.Tensor,  # [B, HV, K]
+    b: torch.Tensor,  # [B, HV]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K]
+    d_cache: torch.Tensor,  # [slots, HV, L, V]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
+    decay: torch.Tensor,  # [B, HV, K] from launch 1
+    out: torch.Tensor,  # [B, 1, HV, V]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor,  # [B] int32 (write_pos as a stand-in when HAS_FORCE is False)
+    scale: float,
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+    HAS_FORCE: hl.constexpr,
+    HPQ: hl.constexpr,  # value heads per q/k head
+    RB: hl.constexpr,  # ring positions per device-loop iteration
+    CH: hl.constexpr,  # ring positions per unrolled chunk of a flush (divides L)
+    PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
+    FK: hl.constexpr,  # K channels per step of the flush
+) -> torch.Tensor:
+    """Launch 2 of a two-launch step, one program per (row, value head, V tile): the state side."""
+    B = q_view.size(0)
+    K = hl.specialize(q_view.size(2))
+    HV = v_view.size(1)
+    V = hl.specialize(v_view.size(2))
+    L = hl.specialize(d_cache.size(2))
+    block_v = hl.register_block_size(V)
+    for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
+        row = tile_b.begin
+        j = tile_j.begin
+        h = j // HPQ
+        valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
+        q, k, g, beta = _token_body(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        v = v_view[row, j, tile_v].to(torch.float32)
+        S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
+        decay_alpha = decay[row, j, :]  # e^Gamma alpha
+
+        # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars (first, so its loads overlap the
+        #    checkpoint's), then the checkpoint's two mat-vecs.
+        ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+        for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
+            d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
+            ring_q = ring_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
+            ring_k = ring_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
+        sq = ((S0 * (decay_alpha * q)[None, None, :]).sum(2) + ring_q).sum(0)  # [BV]
+        sk = ((S0 * (decay_alpha * k)[None, None, :]).sum(2) + ring_k).sum(0)
+
+        # 2. The current token.
+        u = beta * (v - sk)
+        o = sq + u * (k * q).sum(0)
+        out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+
+        # 3. Flush rows rebuild the post-token state and write the checkpoint, FK channels of K at a
+        #    time: every channel of the fold is independent, and a [BV, FK] tile (the checkpoint re-read,
+        #    from L2) keeps this rarely taken branch from setting the register budget of every program.
+        if valid & flush:
+            k_scale = _l2_scale(k_view[row, h, :].to(torch.float32), USE_L2NORM)
+            for tile_k in hl.tile(K, block_size=FK):
+                S = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, FK]
+                k_c = k_view[row, h, tile_k].to(torch.float32) * k_scale
+                alpha_c = torch.exp(_gate(a3[row, j, tile_k], dt2[j, tile_k], A_log[j], lower_bound, BOUNDED))
+                if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
+                    for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
+                        for t in hl.static_range(CH):
+                            i_f = tile_p.begin * CH + t
+                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
+                            d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
+                            S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
+                    S = S * alpha_c[None, None, :]
+                else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
+                    S = S * decay[tile_b, j, tile_k][:, None, :]
+                    w_alpha = hl.zeros([tile_b, tile_k], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                    for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+                        for t in hl.static_range(CH):
+                            i_f = L - 1 - tile_f.begin * CH - t
+                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
+                            d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
+                            S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
+                            w_alpha = w_alpha * torch.exp(gamma_f)
+                S = S + u[None, :, None] * k_c[None, None, :]
+                initial_state[slot, j, tile_v, tile_k] = S.to(initial_state.dtype)
+
+        # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
+        if valid & ~flush:
+            for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
+                d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
+    return out
+
+
 def _standard_body(
     q_view: torch.Tensor,
     k_view: torch.Tensor,
@@ -353,10 +519,11 @@ def helion_fused_recurrent_kda_replayssm_decode(
     lower_bound: float | None = None,
     *,
     precision: str = "fast",
+    launches: int = 2,
     config: helion.Config | dict | str | None = None,
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One fused ReplaySSM decode step; same signature and semantics as
+    """One ReplaySSM decode step; same signature and semantics as
     ``replayssm_ref.replayssm_decode_step`` (and as sglang's Helion kernel of the same name).
 
     Precision modes differ only on flush rows, in how the state is rebuilt before the checkpoint
@@ -364,6 +531,10 @@ def helion_fused_recurrent_kda_replayssm_decode(
     rank-1 term per ring entry, the weights as running products of ``e^gamma``); ``"precise"`` folds
     the entries one by one (``S <- S e^gamma_i + d_i kappa_i^T``, the recurrence's order, twice the
     tile arithmetic). Outputs and non-flush steps are identical in both.
+
+    ``launches=2`` (the default: faster on the H200 at every measured ring length, see
+    ``results/bench/NOTES.md``) runs the ring weights, then the state; ``launches=1`` runs the whole
+    step as one fused kernel. Both are graph-capturable and give the same results up to rounding.
     ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """
     shapes = validate_replayssm_inputs(
@@ -373,17 +544,36 @@ def helion_fused_recurrent_kda_replayssm_decode(
     check_kernel_support(shapes, initial_state, out)
     _check_precision(precision)
 
-    config, options = _resolve_config(config, "replayssm", mixed_qkv.device, initial_state.dtype, shapes)
-    L = shapes.cache_length
+    if launches not in (1, 2):
+        raise ValueError(f"`launches` must be 1 (one fused launch) or 2 (ring weights, then state); got {launches!r}")
+    kind = "replayssm" if launches == 2 else "replayssm_fused"
+    config, options = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
+    B, HV, K, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.cache_length
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     force = write_pos if force_flush is None else force_flush
-    kernel = _kernel(_replayssm_body, config)
+    flags = (bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q)
+    scalars = (float(scale), 0.0 if lower_bound is None else float(lower_bound))
+    flush_args = (ring_chunk(L, options["ring_chunk"]), precision == "precise", min(options["flush_block_k"], K))
+    if launches == 1:
+        kernel = _kernel(_replayssm_fused_body, config)
+        kernel(
+            q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
+            ssm_state_indices, write_pos, force, *scalars, *flags, ring_block(L), *flush_args,
+        )  # fmt: skip
+        return out, initial_state
+    # Launch 1 (K side): e^Gamma alpha and the 2c ring scalars per (row, head); appends k and g.
+    coef = torch.empty(B, HV, 2, L, device=mixed_qkv.device, dtype=torch.float32)
+    decay = torch.empty(B, HV, K, device=mixed_qkv.device, dtype=torch.float32)
+    weights = _kernel(_ring_weights_body, helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1))
+    weights(
+        q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
+        coef, decay, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
+    )  # fmt: skip
+    # Launch 2 (state side): output, d append, flush rows' checkpoint.
+    kernel = _kernel(_replayssm_state_body, config)
     kernel(
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
-        ssm_state_indices, write_pos, force, float(scale), 0.0 if lower_bound is None else float(lower_bound),
-        bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q,
-        ring_block(L), ring_chunk(L, options["ring_chunk"]), precision == "precise",
-        min(options["flush_block_k"], shapes.key_dim),
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, out,
+        ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), *flush_args,
     )  # fmt: skip
     return out, initial_state
 

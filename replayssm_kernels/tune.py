@@ -23,8 +23,10 @@ import torch
 from .bench import Case, Workload, _dtype_pair, time_graph
 from .configs import CONFIG_DIR, device_key, shape_class
 
-# ReplaySSM: block_sizes = [V tile, K chunk], and range_num_stages[1] is the depth of the pipelined K loop
-# (how many chunks' loads are in flight). The standard kernel: block_sizes = [V tile].
+# The fused ReplaySSM kernel (replayssm_fused): block_sizes = [V tile, K chunk], and range_num_stages[1]
+# is the depth of its pipelined K loop (how many chunks' loads are in flight). The standard and the
+# two-launch ReplaySSM kernels: block_sizes = [V tile] (this grid is the fused kernel's; pass --points
+# or --grid for the others).
 GRID = {
     "block_sizes": [[64, 32], [128, 32], [128, 64]],
     "num_warps": [4, 8],
@@ -33,6 +35,7 @@ GRID = {
     # ReplaySSM kernel options (configs.KERNEL_OPTIONS), stored in the table with the rest
     "flush_block_k": [32],
 }
+KINDS = {"replayssm": "replayssm_helion", "replayssm_fused": "replayssm_helion_fused", "standard": "standard_helion"}
 MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (a state tile / threads); more spills
 
 
@@ -50,11 +53,13 @@ def table_entry(kind: str, point: dict, key_dim: int, exact_fit: bool = False) -
     """A grid point as a config-table entry for ``kind``, or None if it cannot fit or means nothing.
 
     The standard kernel holds a ``[V tile, K]`` state tile and has none of the ReplaySSM options (its
-    entry keeps only the V tile, warps and stages); ReplaySSM holds one ``[V tile, K chunk]`` chunk."""
+    entry keeps only the V tile, warps and stages); so does the two-launch ReplaySSM state kernel, with
+    the options; the fused kernel holds one ``[V tile, K chunk]`` chunk."""
     cfg = dict(point)
-    if kind != "replayssm":
+    if kind == "standard":
         cfg = {k: cfg[k] for k in ("num_warps", "num_stages") if k in cfg} | {"block_sizes": cfg["block_sizes"][:1]}
-    tile = cfg["block_sizes"][0] * (cfg["block_sizes"][1] if kind == "replayssm" else key_dim)
+    fused = kind == "replayssm_fused"
+    tile = cfg["block_sizes"][0] * (cfg["block_sizes"][1] if fused else key_dim)
     per_thread = tile / (32 * cfg["num_warps"])
     if per_thread > MAX_STATE_PER_THREAD or (exact_fit and per_thread != MAX_STATE_PER_THREAD):
         return None
@@ -79,7 +84,13 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16"), ("bfloat16", "bfloat16")]
     )
-    ap.add_argument("--kernels", nargs="+", choices=("replayssm", "standard"), default=["replayssm", "standard"])
+    ap.add_argument(
+        "--kernels",
+        nargs="+",
+        choices=KINDS,
+        default=["replayssm_fused", "standard"],
+        help="replayssm: the two-launch kernel; replayssm_fused: one launch",
+    )
     ap.add_argument("--trials-csv", type=Path, default=Path("results/tune/trials.csv"))
     ap.add_argument("--rep-ms", type=int, default=60)
     ap.add_argument("--grid", type=_grid_from, default=GRID, help="JSON dict overriding parts of the grid")
@@ -116,13 +127,13 @@ def main(argv=None) -> int:
 
     for (sd, cd), kernel in itertools.product(args.dtype_pairs, args.kernels):
         kind = kernel
-        lengths = args.cache_lengths if kind == "replayssm" else [1]
+        lengths = args.cache_lengths if kind != "standard" else [1]
         for L in lengths:
             case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
             work = Workload(case, sets=1, device=device)
-            impl = "replayssm_helion" if kind == "replayssm" else "standard_helion"
+            impl = KINDS[kind]
             if args.points is not None:
-                candidates = args.points if kind == "replayssm" else _standard_points(args.points)
+                candidates = args.points if kind != "standard" else _standard_points(args.points)
             elif args.search == "grid":
                 candidates = [
                     c for c in (table_entry(kind, g, args.dim, args.exact_fit) for g in grid_configs(args.grid)) if c

@@ -7,16 +7,17 @@
 #
 # 1. tune the ReplaySSM configs per ring class (TUNE_LENGTHS, default L = 16 4 1; the first also serves
 #    untuned classes) over a few candidates (POINTS) (both state dtypes), merged into
-#    replayssm_kernels/configs/<device>.json (standard-kernel entries kept); 2. the benchmark at the
-#    headline shape over every L, then smaller batches; 3. the per-launch split (profile_launches);
-#    4. pytest -m gpu; 5. gpu_check's error table.
+#    replayssm_kernels/configs/<device>.json (other entries kept); 2. the benchmark at the headline
+#    shape over every L ("small": then smaller batches); "ceiling": the read-side ceiling; 3. the
+#    per-launch split (profile_launches); 4. pytest -m gpu (PYTEST_ARGS narrows it); 5. gpu_check's
+#    error table; 6. "sweep": other head counts, GQA 2, K=V=64 and fp32 rings at B=256.
 # Each stage has a time limit so a slow one cannot starve the rest; every tool writes its CSV as it
 # goes, so a stage cut short keeps what it measured. Needs torch with CUDA, helion==1.5.0 and
 # fla-core==0.6.0 importable (../shared/tools/device-wheels.sh).
 set -uo pipefail
 OUT=${OUT:-results}
 mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile" "$OUT/ceiling"
-STAGES=${STAGES:-tune bench ceiling profile pytest check}
+STAGES=${STAGES:-tune bench small ceiling profile pytest check sweep}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 # ReplaySSM candidates: [V tile, K chunk], warps, depth of the pipelined K loop (range_num_stages[1]).
 # ReplaySSM candidates: [V tile, K chunk], warps, depth of the pipelined K loop (range_num_stages[1]),
@@ -29,34 +30,39 @@ TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs impo
 
 if has tune; then
 cp "$TABLE" "$OUT/tune/previous.json"
-timeout ${TUNE_LIMIT:-200} python -m replayssm_kernels.tune --fresh --kernels replayssm --cache-lengths ${TUNE_LENGTHS:-16 4 1} --points "$POINTS" \
+timeout ${TUNE_LIMIT:-200} python -m replayssm_kernels.tune --fresh --kernels replayssm_fused --cache-lengths ${TUNE_LENGTHS:-16 4 1} --points "$POINTS" \
     --rep-ms 20 --trials-csv "$OUT/tune/trials.csv" --dtype-pairs float32/bfloat16 bfloat16/bfloat16 2>&1 | grep -v Warn
 python - "$TABLE" "$OUT/tune/previous.json" <<'PY'
 import json, sys
 table, previous = sys.argv[1], sys.argv[2]
 new, old = json.load(open(table)), json.load(open(previous))
-keep = {k: v for k, v in old["configs"].items() if not k.startswith("replayssm/")}
+keep = {k: v for k, v in old["configs"].items() if not k.startswith("replayssm_fused/")}
 new["configs"] = dict(sorted((keep | new["configs"]).items()))
-new["tuned_by"] += " (replayssm entries; the others from the table before)"
+new["tuned_by"] += " (replayssm_fused entries; the others from the table before)"
 json.dump(new, open(table, "w"), indent=1)
 PY
 rm -f "$OUT/tune/previous.json"
 cp "$TABLE" "$OUT/tune/tuned.json"
 fi
 
-bench() { timeout "$1" python -m replayssm_kernels.bench --out "$OUT/bench" --max-sets 16 --rep-ms 50 "${@:2}" 2>&1 | grep -v Warn | tail -22; }
+bench() { timeout "$1" python -m replayssm_kernels.bench --out "$OUT/bench" --max-sets 16 --rep-ms "${BENCH_REP_MS:-50}" "${@:2}" 2>&1 | grep -v Warn | tail -40; }
 if has bench; then
-bench 150 --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 --dtype-pairs float32/bfloat16 bfloat16/bfloat16
-bench 60 --append --batch 64 8 1 --heads 32 --gqa 1 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
+bench "${BENCH_LIMIT:-170}" --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 --dtype-pairs float32/bfloat16 bfloat16/bfloat16
 fi
-
+has small && bench 80 --append --batch 64 8 1 --heads 32 --gqa 1 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
 # the read-side ceiling: a gathered state pool through two mat-vecs, full tiles vs pipelined chunks
 has ceiling && timeout 100 python -m replayssm_kernels.matvec_ceiling --out "$OUT/ceiling" 2>&1 | grep -v Warn
 
 has profile && timeout 90 python -m replayssm_kernels.profile_launches --out "$OUT/profile" 2>&1 | grep -v Warn | tail -12
 
 has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
-if has check; then
+if has check; then  # (stage order below: check, then sweep)
 timeout 120 python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" --heads 4 32 2>&1 | tail -12
 rm -f "$OUT/gpu_check/worst_errors.csv"  # derived from kernel_errors.csv; the device call returns 8 files at most
+fi
+
+# beyond the headline: other head counts and GQA 2 at B=256, the K=V=64 point, fp32 rings
+if has sweep; then
+BENCH_REP_MS=30 bench "${SWEEP_LIMIT:-120}" --append --batch 256 --heads 8 16 64 --gqa 1 2 --cache-lengths 16 --dtype-pairs float32/bfloat16
+BENCH_REP_MS=30 bench 60 --append --batch 256 --heads 32 --gqa 2 --dims 64 128 --cache-lengths 16 --dtype-pairs float32/float32 bfloat16/bfloat16
 fi

@@ -28,10 +28,11 @@ GRID = [
 ]
 
 
+@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
 @pytest.mark.parametrize("precision", ["fast", "precise"])
 @pytest.mark.parametrize("p", GRID, ids=Problem.label)
-def test_replayssm_kernel_matches_reference(p, precision):
-    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision)
+def test_replayssm_kernel_matches_reference(p, precision, launches):
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision, launches=launches)
     r = run_sequence(
         p, steps=2 * p.cache_length + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE,
         p_force=0.25, seed=p.cache_length, check_materialized=True,
@@ -73,6 +74,11 @@ def test_kernel_rejects_what_it_does_not_support():
             p, steps=1, replay_fn=functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="tf32"),
             state_dtype=torch.float32,
         )  # fmt: skip
+    with pytest.raises(ValueError, match=r"`launches` must be 1 \(one fused launch\) or 2"):
+        run_sequence(
+            p, steps=1, replay_fn=functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=3),
+            state_dtype=torch.float32,
+        )  # fmt: skip
     with pytest.raises(ValueError, match=r"`g_cache` must have shape .*value_dim, but the gate shares key_dim"):
         q = Problem(2, 1, 1, 16, 32, 2)
         from replayssm_ref.harness import random_token, random_weights
@@ -104,10 +110,12 @@ def test_kernel_dtypes_and_dimension_range(p, state_dtype, out_dtype):
     assert r.max_rel <= 3e-2 and not r.nonfinite and r.untouched_ok
 
 
-def test_long_ring_L128():
+@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
+def test_long_ring_L128(launches):
     p = Problem(2, 1, 2, 16, 16, 128)
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches)
     r = run_sequence(
-        p, steps=130, replay_fn=helion_fused_recurrent_kda_replayssm_decode, state_dtype=torch.float32,
+        p, steps=130, replay_fn=fn, state_dtype=torch.float32,
         device=DEVICE, p_force=0.0, p_pad=0.0, seed=3,
     )  # fmt: skip
     assert r.natural_flushes > 0 and r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok

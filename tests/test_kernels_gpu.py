@@ -17,10 +17,12 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("L", [1, 4, 16, 64])
-@pytest.mark.parametrize("hv,gqa", [(4, 1), (16, 2), (32, 1), (32, 2)])
-def test_replayssm_matches_float64_reference(hv, gqa, L, state_dtype):
+@pytest.mark.parametrize(
+    "hv,gqa,launches", [(4, 1, 2), (16, 2, 2), (32, 1, 2), (32, 2, 2), (4, 1, 1), (16, 2, 1), (32, 1, 1), (32, 2, 1)]
+)
+def test_replayssm_matches_float64_reference(hv, gqa, launches, L, state_dtype):
     p = Problem(8, hv // gqa, hv, 128, 128, L)
-    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="fast")
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="fast", launches=launches)
     r = run_sequence(
         p, steps=3 * L + 2, replay_fn=fn, state_dtype=state_dtype, cache_dtype=torch.bfloat16,
         input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device="cuda", p_force=0.2, seed=L,
@@ -39,7 +41,8 @@ def test_standard_matches_float64_reference():
     assert r.max_rel <= 5e-3 and not r.nonfinite and r.untouched_ok
 
 
-def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes():
+@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
+def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(launches):
     """Capture one step, then change write_pos / force_flush in place between replays: each replay
     must equal an eager reference step with the new values (strided state slots included)."""
     p = Problem(6, 2, 4, 128, 128, 4, spare_slots=3)
@@ -64,7 +67,7 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes():
     def step():
         helion_fused_recurrent_kda_replayssm_decode(
             mixed, a, b, w.A_log, w.dt_bias, w.scale, state, cache.d_cache, cache.k_cache, cache.g_cache, out,
-            idx, cache.write_pos, force, True, None, precision="precise", check_values=False,
+            idx, cache.write_pos, force, True, None, precision="precise", check_values=False, launches=launches,
         )  # fmt: skip
 
     snapshot = [t.clone() for t in (buf, cache.d_cache, cache.k_cache, cache.g_cache)]

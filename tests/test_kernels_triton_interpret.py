@@ -18,12 +18,13 @@ pytestmark = [
 ]
 
 
+@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
 @pytest.mark.parametrize("precision", ["fast", "precise"])
 @pytest.mark.parametrize(
     "p", [Problem(3, 1, 2, 16, 16, 1), Problem(3, 1, 2, 16, 16, 3), Problem(2, 2, 2, 16, 16, 4)], ids=Problem.label
 )
-def test_generated_replayssm_code(p, precision):
-    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision)
+def test_generated_replayssm_code(p, precision, launches):
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision, launches=launches)
     r = run_sequence(p, steps=p.cache_length + 3, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=2)
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
