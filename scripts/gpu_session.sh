@@ -57,7 +57,7 @@ has profile && timeout 90 python -m replayssm_kernels.profile_launches --out "$O
 
 has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
 if has check; then  # (stage order below: check, then sweep)
-timeout 120 python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" --heads 4 32 2>&1 | tail -12
+timeout "${CHECK_LIMIT:-120}" python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" ${CHECK_ARGS:---heads 4 32} 2>&1 | tail -12
 rm -f "$OUT/gpu_check/worst_errors.csv"  # derived from kernel_errors.csv; the device call returns 8 files at most
 fi
 
