@@ -1,23 +1,32 @@
 """Helion kernels for KDA decode: ReplaySSM (checkpoint + ring) and the standard recurrence.
 
 They mirror ``replayssm_ref.replay`` and ``replayssm_ref.recurrence``; the names (``S0``, ``gamma``,
-``kappa``, ``W``, ``u``) are the reference's. Each is one launch with one program per (row, value head,
-V tile). The standard kernel holds the full K width of its state tile.
+``kappa``, ``W``, ``u``) are the reference's. The standard kernel is one launch with one program per
+(row, value head, V tile) holding the full K width of its state tile.
 
 ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two mat-vecs with it,
 
     S_pre x = S0 (e^Gamma alpha x) + sum_{i<c} d_i ((W_i alpha kappa_i) . x),    x = q, k,
 
-and every K channel of that sum is independent up to the final reductions. So the kernel streams K in
-chunks through a pipelined loop (``range_num_stages``: the next chunks' loads are in flight while one is
-reduced): per chunk, the checkpoint's ``[BV, KC]`` tile and the ring's ``[LB, KC]`` key side, whose
-suffix sums give ``W_i`` and ``e^Gamma``. Only partial mat-vecs and the 2c partial ring scalars cross
-chunks; after the loop one ``[LB, BV]`` tile of ``d`` times those scalars completes ``S_pre x``. Then
-the output, and either the append of ``(d, k, g)`` at the cursor or, on flush rows, the checkpoint
-write. Flush rows rebuild the state in fp32, ``FK`` channels of K at a time (re-reading the checkpoint
-tile, so the rarely taken flush branch does not set every program's register budget), by the closed
-form ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by folding the
-entries oldest to newest, the recurrence's own order (``"precise"``).
+and everything but ``S0`` and ``d`` lives on the K side. Two designs compute it (``launches=``):
+
+* Two launches (the default, faster on the H200). ``_ring_weights_body``, one warp per (row, value
+  head), walks the live ``kappa`` / ``gamma`` entries once, newest first, writes the K-vector
+  ``e^Gamma alpha`` and the 2c scalars ``(W_i alpha kappa_i) . x`` to a small scratch buffer, and
+  appends ``k`` and ``g``. ``_replayssm_state_body``, one program per (row, value head, V tile), is
+  the checkpoint tile's two mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the
+  output, and either the ``d`` append or, on flush rows, the checkpoint write.
+* One fused launch, ``_replayssm_fused_body``. Every K channel of the sum is independent up to the
+  final reductions, so it streams K in chunks through a pipelined loop (``range_num_stages``: the
+  next chunks' loads are in flight while one is reduced): per chunk, the checkpoint's ``[BV, KC]``
+  tile and the ring's ``[LB, KC]`` key side, whose suffix sums give ``W_i`` and ``e^Gamma``. Only
+  partial mat-vecs and the 2c partial ring scalars cross chunks; after the loop one ``[LB, BV]`` tile
+  of ``d`` times those scalars completes ``S_pre x``. Then the output and the append or flush.
+
+In both, flush rows rebuild the state in fp32, ``FK`` channels of K at a time (re-reading the
+checkpoint tile, so the rarely taken flush branch does not set every program's register budget), by
+the closed form ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by
+folding the entries oldest to newest, the recurrence's own order (``"precise"``).
 
 Nothing branches on the host: cursors, flushes and padding are device values, so a step can be
 captured in a CUDA graph and replayed with new cursors.

@@ -45,9 +45,9 @@ def _shape_key(df: pd.DataFrame) -> list[str]:
     return ["batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "state_dtype"]
 
 
-def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per ReplaySSM measurement, with the baselines of the same shape beside it."""
-    rep = df[df.impl == "replayssm_helion"].copy()
+def speedups(df: pd.DataFrame, impl: str = "replayssm_helion") -> pd.DataFrame:
+    """One row per ReplaySSM measurement of ``impl``, with the baselines of the same shape beside it."""
+    rep = df[df.impl == impl].copy()
     for base in BASELINES:
         b = df[df.impl == base][_shape_key(df) + ["us_per_step"]].rename(columns={"us_per_step": f"us_{base}"})
         rep = rep.merge(b, on=_shape_key(df), how="left")
@@ -74,10 +74,15 @@ def plot_time_vs_cache_length(df: pd.DataFrame, path: Path | None = None):
     """Time per step vs L, one panel per batch size; baselines as horizontal lines."""
     fig, axes = _panels(df)
     rep = df[df.impl == "replayssm_helion"]
+    fused = df[df.impl == "replayssm_helion_fused"]
     for batch, ax in axes.items():
         for (sd, cd, hv), g in rep[rep.batch == batch].groupby(["state_dtype", "cache_dtype", "num_v_heads"]):
             g = g.sort_values("cache_length")
             line = ax.plot(g.cache_length, g.us_per_step, "o-", label=f"ReplaySSM {sd} state, {cd} ring, HV={hv}")
+            f = fused[(fused.batch == batch) & (fused.state_dtype == sd) & (fused.cache_dtype == cd)]
+            f = f[f.num_v_heads == hv].sort_values("cache_length")
+            if len(f):  # the one-launch design, same color, open markers
+                ax.plot(f.cache_length, f.us_per_step, "o--", mfc="none", color=line[0].get_color(), lw=0.8)
             for base, style in zip(BASELINES, ("--", ":"), strict=True):
                 b = df[(df.impl == base) & (df.batch == batch) & (df.state_dtype == sd) & (df.num_v_heads == hv)]
                 if len(b):
@@ -85,7 +90,8 @@ def plot_time_vs_cache_length(df: pd.DataFrame, path: Path | None = None):
         _log2_x(ax, rep.cache_length.unique())
         ax.set_ylabel("µs per decode step")
         ax.set_title(f"batch {batch}")
-    axes[min(axes)].legend(fontsize=7, title="dashed: standard_helion, dotted: FLA", title_fontsize=7)
+    title = "open markers: fused (launches=1); lines: standard_helion (dashed), FLA (dotted)"
+    axes[min(axes)].legend(fontsize=7, title=title, title_fontsize=6)
     fig.suptitle("Decode time per step (H200, CUDA graphs, median)")
     return _finish(fig, path)
 
@@ -160,14 +166,20 @@ def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32,
         f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}, revision {rev}; copy ceiling "
         f"{sel.copy_gbps.iloc[0]:.0f} GB/s (1 GiB device copy, same run).",
         "",
-        "| state / ring | L | ReplaySSM µs | standard_helion µs | FLA µs | vs standard | vs FLA | ReplaySSM % copy |",
-        "|---|---|---|---|---|---|---|---|",
+        "ReplaySSM is the default (two launches); *fused* is `launches=1`, timed in the same run.",
+        "",
+        "| state / ring | L | ReplaySSM µs | fused µs | standard_helion µs | FLA µs | vs standard | vs FLA | "
+        "ReplaySSM % copy |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    fused = sel[sel.impl == "replayssm_helion_fused"].set_index(["state_dtype", "cache_dtype", "cache_length"])
     for _, r in sp.sort_values(
         ["state_dtype", "cache_dtype", "cache_length"], ascending=[False, True, True]
     ).iterrows():
+        key = (r.state_dtype, r.cache_dtype, r.cache_length)
+        f_us = f"{fused.us_per_step[key]:.1f}" if key in fused.index else "-"
         lines.append(
-            f"| {r.state_dtype} / {r.cache_dtype} | {r.cache_length} | {r.us_per_step:.1f} | "
+            f"| {r.state_dtype} / {r.cache_dtype} | {r.cache_length} | {r.us_per_step:.1f} | {f_us} | "
             f"{r.us_standard_helion:.1f} | {r.us_fla_fused_recurrent:.1f} | {r.speedup_vs_standard_helion:.2f}× | "
             f"{r.speedup_vs_fla_fused_recurrent:.2f}× | {r.frac_of_copy:.0%} |"
         )
@@ -194,7 +206,8 @@ def launches_markdown(lt: pd.DataFrame, rev: str) -> str:
     for (impl, L), g in lt.groupby(["impl", "cache_length"], sort=False):
         us = g.set_index("kernel").us_per_step
         if impl == "replayssm_helion":
-            w, st = us.get("ring_weights_body", float("nan")), us.get("replayssm_body", float("nan"))
+            w = us.get("ring_weights_body", float("nan"))
+            st = us.get("replayssm_state_body", us.get("replayssm_body", float("nan")))  # renamed after f97265d
             lines.append(f"| {impl} | {L} | {w:.1f} | {st:.1f} | {us.sum():.1f} |")
         else:
             lines.append(f"| {impl} | - | - | - | {us.sum():.1f} |")
@@ -220,13 +233,15 @@ def summary_markdown(df: pd.DataFrame, err: pd.DataFrame, batch: int = 256, num_
             f"{best.cache_dtype} ring) runs at {best.speedup_vs_standard_helion:.2f}× our standard decode and "
             f"{best.speedup_vs_fla_fused_recurrent:.2f}× FLA, {best.frac_of_copy:.0%} of the copy ceiling."
         )
-    all_sp = speedups(df)
     batches = ", ".join(str(int(b)) for b in sorted(df.batch.unique()))
-    lines.append(
-        f"- Over the whole sweep ({len(all_sp)} ReplaySSM rows, batch {batches}), ReplaySSM "
-        f"beats our standard decode in {int((all_sp.speedup_vs_standard_helion > 1).sum())} rows and FLA in "
-        f"{int((all_sp.speedup_vs_fla_fused_recurrent > 1).sum())}."
-    )
+    for impl, name in (("replayssm_helion", "ReplaySSM (two launches)"), ("replayssm_helion_fused", "fused")):
+        all_sp = speedups(df, impl)
+        if len(all_sp):
+            lines.append(
+                f"- Over the whole sweep ({len(all_sp)} rows of {name}, batch {batches}), it "
+                f"beats our standard decode in {int((all_sp.speedup_vs_standard_helion > 1).sum())} rows and FLA "
+                f"in {int((all_sp.speedup_vs_fla_fused_recurrent > 1).sum())}."
+            )
     lines.append(
         f"- Kernel correctness on the GPU: {int(err.passed.astype(str).eq('True').sum())} of {len(err)} "
         f"`gpu_check` runs within tolerance, at revision {err_rev} (table below)."

@@ -101,7 +101,7 @@ def test_plots_render_from_the_committed_csvs(tmp_path):
     assert plots.main([*argv, "--readme", str(readme)]) == 0
     assert (tmp_path / "speedup.png").stat().st_size > 10_000
     text = readme.read_text()
-    assert "| float32 / bfloat16 | 16 |" in text and "runs within tolerance" in text
+    assert "| float32 / bfloat16 | 4 |" in text and "fused µs" in text and "runs within tolerance" in text
     assert "| replayssm_helion | 16 |" in text and "revision unknown" in text  # no env.json beside the copies
 
 
