@@ -3,6 +3,7 @@
 Every implementation runs the same sweep in one process, on the same inputs:
 
 * ``replayssm_helion``     ours, one call per step (the default: two launches, ring weights then state)
+* ``replayssm_helion_split`` ours with ``launches=3``: the flush rows' checkpoint write as a third launch
 * ``replayssm_helion_fused`` ours with ``launches=1``: the whole step as one fused kernel
 * ``standard_helion``      our standard decode (read state, update, write back)
 * ``fla_fused_recurrent``  FLA's ``fused_recurrent_kda`` as a single-token decode from a state pool
@@ -30,8 +31,10 @@ import torch
 from replayssm_ref.harness import Problem, random_token, random_weights
 from replayssm_ref.traffic import TrafficShape, replay_bytes_per_row, standard_bytes_per_row
 
-IMPLS = ("replayssm_helion", "replayssm_helion_fused", "standard_helion", "fla_fused_recurrent")
-REPLAYSSM_LAUNCHES = {"replayssm_helion": 2, "replayssm_helion_fused": 1}
+IMPLS = (
+    "replayssm_helion", "replayssm_helion_split", "replayssm_helion_fused", "standard_helion", "fla_fused_recurrent"
+)  # fmt: skip
+REPLAYSSM_LAUNCHES = {"replayssm_helion": 2, "replayssm_helion_split": 3, "replayssm_helion_fused": 1}
 
 
 def is_replayssm(impl: str) -> bool:

@@ -84,14 +84,17 @@ def generated_source(
         names = ["q_view", "k_view", "a3", "b", "A_log", "dt2", "k_cache", "g_cache", "ssm_state_indices"]
         names += ["write_pos", "force_flush", "coef", "decay"]
         k = kd._kernel(kd._ring_weights_body, cfg)
-    elif kernel == "state":  # launch 2
-        cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
+    elif kernel in ("state", "state_split", "flush"):  # launch 2 of two; launch 2 or 3 of three
+        extra = dict(extra or {})
+        fk = extra.pop("flush_block_k", kd.KERNEL_OPTIONS["flush_block_k"])
+        cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **extra)
         rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
-        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, out, idx)
+        u_buf = torch.empty(4, 32, 128)
+        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, u_buf, out, idx)
         args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb)
-        args += (kd.ring_chunk(cache_length), precision == "precise", kd.KERNEL_OPTIONS["flush_block_k"])
+        args += (kd.ring_chunk(cache_length), precision == "precise", fk, kernel != "flush", kernel != "state_split")
         names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
-        names += ["g_cache", "coef", "decay", "out", "ssm_state_indices", "write_pos", "force_flush"]
+        names += ["g_cache", "coef", "decay", "u_buf", "out", "ssm_state_indices", "write_pos", "force_flush"]
         k = kd._kernel(kd._replayssm_state_body, cfg)
     else:
         cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
@@ -100,6 +103,15 @@ def generated_source(
         k = kd._kernel(kd._standard_body, cfg)
     tensors = dict(zip(names, args, strict=False))
     return k.bind(args).to_triton_code(cfg), tensors
+
+
+def _host_constant(name: str, source: str, tensors: dict) -> int:
+    """A block size the host code sets: a literal, or the next power of two of a tensor's size."""
+    literal = re.search(rf"{name} = (\d+)", source)
+    if literal:
+        return int(literal.group(1))
+    size = re.search(rf"{name} = max\(triton\.next_power_of_2\((\w+)\.size\((\d)\)\), 1\)", source)
+    return 1 << (tensors[size.group(1)].size(int(size.group(2))) - 1).bit_length()
 
 
 def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
@@ -118,7 +130,7 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
     for i, name in enumerate(fn.arg_names):
         stride = re.match(r"(.*)_stride_(\d)$", name)
         if name.startswith("_RDIM") or name.startswith("_BLOCK"):  # the host code sets these
-            sig[name], consts[name] = "constexpr", int(re.search(rf"{name} = (\d+)", source).group(1))
+            sig[name], consts[name] = "constexpr", _host_constant(name, source, tensors)
         elif stride:
             t = tensors[stride.group(1)]
             value = t.stride(int(stride.group(2)))
@@ -176,9 +188,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
     ap.add_argument(
         "--kernel",
-        choices=("fused", "state", "ring_weights", "standard"),
+        choices=("fused", "state", "ring_weights", "state_split", "flush", "standard"),
         default="fused",
-        help="fused: the one-launch ReplaySSM kernel; ring_weights / state: the two launches of the default",
+        help="fused: the one-launch ReplaySSM kernel; ring_weights / state: the two launches of launches=2; "
+        "ring_weights / state_split / flush: the three of launches=3",
     )
     ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--cache-length", type=int, default=16)

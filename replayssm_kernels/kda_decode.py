@@ -332,6 +332,7 @@ def _replayssm_state_body(
     g_cache: torch.Tensor,  # [slots, HV, L, K]
     coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
     decay: torch.Tensor,  # [B, HV, K] from launch 1
+    u_buf: torch.Tensor,  # [B, HV, V] fp32: flush rows' u, from the state launch to the flush launch
     out: torch.Tensor,  # [B, 1, HV, V]
     ssm_state_indices: torch.Tensor,  # [B]
     write_pos: torch.Tensor,  # [B] int32
@@ -346,8 +347,13 @@ def _replayssm_state_body(
     CH: hl.constexpr,  # ring positions per unrolled chunk of a flush (divides L)
     PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
     FK: hl.constexpr,  # K channels per step of the flush
+    STATE: hl.constexpr,  # steps 1, 2 and 4: the output and the d append
+    FLUSH: hl.constexpr,  # step 3: flush rows' checkpoint write
 ) -> torch.Tensor:
-    """Launch 2 of a two-launch step, one program per (row, value head, V tile): the state side."""
+    """The state side, one program per (row, value head, V tile): launch 2 of a two-launch step
+    (``STATE`` and ``FLUSH``), or launch 2 (``STATE``) and 3 (``FLUSH``) of a three-launch step, where
+    the flush rows' checkpoint write runs as its own launch so that it does not set the register
+    budget of the state launch; ``u_buf`` hands those rows' ``u`` from one to the other."""
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
     HV = v_view.size(1)
@@ -359,64 +365,76 @@ def _replayssm_state_body(
         j = tile_j.begin
         h = j // HPQ
         valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
-        q, k, g, beta = _token_body(
-            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
-            scale, lower_bound, USE_L2NORM, BOUNDED,
-        )  # fmt: skip
-        v = v_view[row, j, tile_v].to(torch.float32)
-        S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
-        decay_alpha = decay[row, j, :]  # e^Gamma alpha
+        if STATE:
+            q, k, g, beta = _token_body(
+                q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+                scale, lower_bound, USE_L2NORM, BOUNDED,
+            )  # fmt: skip
+            v = v_view[row, j, tile_v].to(torch.float32)
+            S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
+            decay_alpha = decay[row, j, :]  # e^Gamma alpha
 
-        # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars (first, so its loads overlap the
-        #    checkpoint's), then the checkpoint's two mat-vecs.
-        ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-        ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-        for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
-            d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
-            ring_q = ring_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
-            ring_k = ring_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
-        sq = ((S0 * (decay_alpha * q)[None, None, :]).sum(2) + ring_q).sum(0)  # [BV]
-        sk = ((S0 * (decay_alpha * k)[None, None, :]).sum(2) + ring_k).sum(0)
+            # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars (first, so its loads overlap
+            #    the checkpoint's), then the checkpoint's two mat-vecs.
+            ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+            ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+            for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
+                d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
+                ring_q = ring_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
+                ring_k = ring_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
+            sq = ((S0 * (decay_alpha * q)[None, None, :]).sum(2) + ring_q).sum(0)  # [BV]
+            sk = ((S0 * (decay_alpha * k)[None, None, :]).sum(2) + ring_k).sum(0)
 
-        # 2. The current token.
-        u = beta * (v - sk)
-        o = sq + u * (k * q).sum(0)
-        out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+            # 2. The current token.
+            u = beta * (v - sk)
+            o = sq + u * (k * q).sum(0)
+            out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+            if not FLUSH:
+                if valid & flush:
+                    u_buf[row, j, tile_v] = u
+        else:
+            u = u_buf[row, j, tile_v]
 
         # 3. Flush rows rebuild the post-token state and write the checkpoint, FK channels of K at a
         #    time: every channel of the fold is independent, and a [BV, FK] tile (the checkpoint re-read,
         #    from L2) keeps this rarely taken branch from setting the register budget of every program.
-        if valid & flush:
-            k_scale = _l2_scale(k_view[row, h, :].to(torch.float32), USE_L2NORM)
-            for tile_k in hl.tile(K, block_size=FK):
-                S = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, FK]
-                k_c = k_view[row, h, tile_k].to(torch.float32) * k_scale
-                alpha_c = torch.exp(_gate(a3[row, j, tile_k], dt2[j, tile_k], A_log[j], lower_bound, BOUNDED))
-                if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
-                    for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
-                        for t in hl.static_range(CH):
-                            i_f = tile_p.begin * CH + t
-                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
-                            d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
-                            S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
-                    S = S * alpha_c[None, None, :]
-                else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
-                    S = S * decay[tile_b, j, tile_k][:, None, :]
-                    w_alpha = hl.zeros([tile_b, tile_k], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
-                    for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
-                        for t in hl.static_range(CH):
-                            i_f = L - 1 - tile_f.begin * CH - t
-                            kappa_f, gamma_f = _ring_key(k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k)
-                            d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
-                            S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
-                            w_alpha = w_alpha * torch.exp(gamma_f)
-                S = S + u[None, :, None] * k_c[None, None, :]
-                initial_state[slot, j, tile_v, tile_k] = S.to(initial_state.dtype)
+        if FLUSH:
+            if valid & flush:
+                k_scale = _l2_scale(k_view[row, h, :].to(torch.float32), USE_L2NORM)
+                for tile_k in hl.tile(K, block_size=FK):
+                    S = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, FK]
+                    k_c = k_view[row, h, tile_k].to(torch.float32) * k_scale
+                    alpha_c = torch.exp(_gate(a3[row, j, tile_k], dt2[j, tile_k], A_log[j], lower_bound, BOUNDED))
+                    if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
+                        for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
+                            for t in hl.static_range(CH):
+                                i_f = tile_p.begin * CH + t
+                                kappa_f, gamma_f = _ring_key(
+                                    k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k
+                                )
+                                d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
+                                S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
+                        S = S * alpha_c[None, None, :]
+                    else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
+                        S = S * decay[tile_b, j, tile_k][:, None, :]
+                        w_alpha = hl.zeros([tile_b, tile_k], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                        for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+                            for t in hl.static_range(CH):
+                                i_f = L - 1 - tile_f.begin * CH - t
+                                kappa_f, gamma_f = _ring_key(
+                                    k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k
+                                )
+                                d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
+                                S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
+                                w_alpha = w_alpha * torch.exp(gamma_f)
+                    S = S + u[None, :, None] * k_c[None, None, :]
+                    initial_state[slot, j, tile_v, tile_k] = S.to(initial_state.dtype)
 
         # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
-        if valid & ~flush:
-            for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
-                d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
+        if STATE:
+            if valid & ~flush:
+                for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
+                    d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
     return out
 
 
@@ -490,6 +508,7 @@ def _views(mixed_qkv, a, dt_bias, shapes):
 
 
 PRECISIONS = ("fast", "precise")
+LAUNCH_KINDS = {1: "replayssm_fused", 2: "replayssm", 3: "replayssm_split"}  # launches= -> config kind
 
 
 def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config | None, dict]:
@@ -553,9 +572,12 @@ def helion_fused_recurrent_kda_replayssm_decode(
     check_kernel_support(shapes, initial_state, out)
     _check_precision(precision)
 
-    if launches not in (1, 2):
-        raise ValueError(f"`launches` must be 1 (one fused launch) or 2 (ring weights, then state); got {launches!r}")
-    kind = "replayssm" if launches == 2 else "replayssm_fused"
+    if launches not in LAUNCH_KINDS:
+        raise ValueError(
+            "`launches` must be 1 (one fused launch), 2 (ring weights, then state) or 3 (ring weights, "
+            f"state, then the flush rows' checkpoints); got {launches!r}"
+        )
+    kind = LAUNCH_KINDS[launches]
     config, options = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
     B, HV, K, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.cache_length
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
@@ -578,12 +600,18 @@ def helion_fused_recurrent_kda_replayssm_decode(
         q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
         coef, decay, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
     )  # fmt: skip
-    # Launch 2 (state side): output, d append, flush rows' checkpoint.
+    # Launch 2 (state side): output, d append and, with launches=2, flush rows' checkpoint; with
+    # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint.
+    split = launches == 3
+    u_buf = torch.empty(B, HV, shapes.value_dim, device=mixed_qkv.device, dtype=torch.float32) if split else decay
     kernel = _kernel(_replayssm_state_body, config)
-    kernel(
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, out,
+    args = (
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, u_buf, out,
         ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), *flush_args,
     )  # fmt: skip
+    kernel(*args, True, not split)
+    if split:
+        kernel(*args, False, True)
     return out, initial_state
 
 

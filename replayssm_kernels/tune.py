@@ -35,7 +35,12 @@ GRID = {
     # ReplaySSM kernel options (configs.KERNEL_OPTIONS), stored in the table with the rest
     "flush_block_k": [32],
 }
-KINDS = {"replayssm": "replayssm_helion", "replayssm_fused": "replayssm_helion_fused", "standard": "standard_helion"}
+KINDS = {
+    "replayssm": "replayssm_helion",
+    "replayssm_split": "replayssm_helion_split",
+    "replayssm_fused": "replayssm_helion_fused",
+    "standard": "standard_helion",
+}
 MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (a state tile / threads); more spills
 
 
@@ -89,7 +94,7 @@ def main(argv=None) -> int:
         nargs="+",
         choices=KINDS,
         default=["replayssm_fused", "standard"],
-        help="replayssm: the two-launch kernel; replayssm_fused: one launch",
+        help="replayssm: the two-launch kernel; replayssm_split: three launches; replayssm_fused: one launch",
     )
     ap.add_argument("--trials-csv", type=Path, default=Path("results/tune/trials.csv"))
     ap.add_argument("--rep-ms", type=int, default=60)

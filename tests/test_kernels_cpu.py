@@ -28,7 +28,7 @@ GRID = [
 ]
 
 
-@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
+@pytest.mark.parametrize("launches", [2, 3, 1], ids=["two_launch", "split", "fused"])
 @pytest.mark.parametrize("precision", ["fast", "precise"])
 @pytest.mark.parametrize("p", GRID, ids=Problem.label)
 def test_replayssm_kernel_matches_reference(p, precision, launches):
@@ -74,9 +74,9 @@ def test_kernel_rejects_what_it_does_not_support():
             p, steps=1, replay_fn=functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="tf32"),
             state_dtype=torch.float32,
         )  # fmt: skip
-    with pytest.raises(ValueError, match=r"`launches` must be 1 \(one fused launch\) or 2"):
+    with pytest.raises(ValueError, match=r"`launches` must be 1 \(one fused launch\), 2 .* or 3"):
         run_sequence(
-            p, steps=1, replay_fn=functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=3),
+            p, steps=1, replay_fn=functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=4),
             state_dtype=torch.float32,
         )  # fmt: skip
     with pytest.raises(ValueError, match=r"`g_cache` must have shape .*value_dim, but the gate shares key_dim"):
@@ -110,7 +110,7 @@ def test_kernel_dtypes_and_dimension_range(p, state_dtype, out_dtype):
     assert r.max_rel <= 3e-2 and not r.nonfinite and r.untouched_ok
 
 
-@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
+@pytest.mark.parametrize("launches", [2, 3, 1], ids=["two_launch", "split", "fused"])
 def test_long_ring_L128(launches):
     p = Problem(2, 1, 2, 16, 16, 128)
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches)

@@ -18,7 +18,7 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
+@pytest.mark.parametrize("launches", [2, 3, 1], ids=["two_launch", "split", "fused"])
 @pytest.mark.parametrize("precision", ["fast", "precise"])
 @pytest.mark.parametrize(
     "p", [Problem(3, 1, 2, 16, 16, 1), Problem(3, 1, 2, 16, 16, 3), Problem(2, 2, 2, 16, 16, 4)], ids=Problem.label
