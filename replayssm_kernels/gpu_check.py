@@ -1,7 +1,7 @@
 """``python -m replayssm_kernels.gpu_check``: both kernels against the float64 reference on a GPU.
 
 Grid (issue 3): K = V = 128, HV in {4, 16, 32}, GQA ratio 1 and 2, L in {1, 4, 16, 64}, state/ring
-dtypes fp32/bf16, fp32/fp32 and bf16/bf16, 3L+2 steps with forced flushes and
+dtypes fp32/bf16, fp32/fp32 and bf16/bf16, both precision modes, 3L+2 steps with forced flushes and
 padded rows. Writes one CSV row per run and prints the worst errors per (kernel, dtypes, mode).
 Exit status 1 if any run exceeds its tolerance, produced NaN, or touched what it must not.
 """
@@ -9,6 +9,7 @@ Exit status 1 if any run exceeds its tolerance, produced NaN, or touched what it
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from replayssm_ref.harness import Problem, run_sequence
 
 from . import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
 from .envinfo import write_env_json
+from .kda_decode import PRECISIONS
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Max relative error vs the float64 standard recurrence, outputs and checkpoints (bf16 out for both).
@@ -36,6 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     ap.add_argument("--out", type=Path, default=Path("results/gpu_check"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -47,16 +50,20 @@ def main(argv=None) -> int:
     rows = []
     args.out.mkdir(parents=True, exist_ok=True)
     write_env_json(args.out / "env.json", config=vars(args) | {"command": " ".join(sys.argv)})  # first: survives a cut
-    for HV, gqa, L, (sd, cd) in itertools.product(args.heads, args.gqa, args.cache_lengths, pairs):
+    for HV, gqa, L, (sd, cd), precision in itertools.product(
+        args.heads, args.gqa, args.cache_lengths, pairs, args.precisions
+    ):
         p = Problem(args.batch, HV // gqa, HV, args.dim, args.dim, L)
-        fn = helion_fused_recurrent_kda_replayssm_decode  # one code path: "fast" and "precise" are the same fp32 fold
+        # the default design (launches=); the modes differ only in how flush rows rebuild the state
+        fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision)
         r = run_sequence(
             p, steps=3 * L + 2, seed=HV * 100 + L, replay_fn=fn, state_dtype=DTYPES[sd],
             cache_dtype=DTYPES[cd], input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device="cuda",
             p_force=0.2,
         )  # fmt: skip
-        rows.append(_row("replayssm_helion", p, sd, cd, "fast", r))
-        if L == args.cache_lengths[0] and cd == sd:  # the standard kernel has no ring: once per shape
+        rows.append(_row("replayssm_helion", p, sd, cd, precision, r))
+        # the standard kernel has no ring and no modes: once per shape
+        if L == args.cache_lengths[0] and cd == sd and precision == args.precisions[0]:
             r = run_sequence(
                 p, steps=8, seed=HV, replay_fn=helion_fused_recurrent_kda_packed_decode, standard=True,
                 state_dtype=DTYPES[sd], input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device="cuda",

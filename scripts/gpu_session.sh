@@ -19,26 +19,29 @@ OUT=${OUT:-results}
 mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile" "$OUT/ceiling"
 STAGES=${STAGES:-tune bench small ceiling profile pytest check sweep}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-# ReplaySSM candidates: [V tile, K chunk], warps, depth of the pipelined K loop (range_num_stages[1]).
-# ReplaySSM candidates: [V tile, K chunk], warps, depth of the pipelined K loop (range_num_stages[1]),
-# K channels per flush step (fewer bound the flush branch's registers, which can set the kernel's).
-POINTS='[{"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,3],"flush_block_k":16},
- {"block_sizes":[128,32],"num_warps":4,"num_stages":1,"range_num_stages":[0,4],"flush_block_k":16},
- {"block_sizes":[128,16],"num_warps":4,"num_stages":1,"range_num_stages":[0,4],"flush_block_k":16},
- {"block_sizes":[128,16],"num_warps":4,"num_stages":1,"range_num_stages":[0,6],"flush_block_k":16}]'
+# Tuned kind (TUNE_KIND: replayssm, replayssm_split, replayssm_fused) and its candidates (POINTS):
+# [V tile] (two/three launches) or [V tile, K chunk] (fused), warps, K channels per flush step
+# (flush_block_k; fewer bound the flush branch's registers), and for the fused kernel the depth of
+# its pipelined K loop (range_num_stages[1]).
+TUNE_KIND=${TUNE_KIND:-replayssm_split}
+POINTS=${POINTS:-'[{"block_sizes":[32],"num_warps":1,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[64],"num_warps":2,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[64],"num_warps":4,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[128],"num_warps":4,"num_stages":1,"flush_block_k":32},
+ {"block_sizes":[128],"num_warps":8,"num_stages":1,"flush_block_k":32}]'}
 TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 
 if has tune; then
 cp "$TABLE" "$OUT/tune/previous.json"
-timeout ${TUNE_LIMIT:-200} python -m replayssm_kernels.tune --fresh --kernels replayssm_fused --cache-lengths ${TUNE_LENGTHS:-16 4 1} --points "$POINTS" \
+timeout ${TUNE_LIMIT:-200} python -m replayssm_kernels.tune --fresh --kernels "$TUNE_KIND" --cache-lengths ${TUNE_LENGTHS:-16 4 1} --points "$POINTS" \
     --rep-ms 20 --trials-csv "$OUT/tune/trials.csv" --dtype-pairs float32/bfloat16 bfloat16/bfloat16 2>&1 | grep -v Warn
-python - "$TABLE" "$OUT/tune/previous.json" <<'PY'
+cmp -s "$TABLE" "$OUT/tune/previous.json" || python - "$TABLE" "$OUT/tune/previous.json" "$TUNE_KIND" <<'PY'
 import json, sys
-table, previous = sys.argv[1], sys.argv[2]
+table, previous, kind = sys.argv[1:]
 new, old = json.load(open(table)), json.load(open(previous))
-keep = {k: v for k, v in old["configs"].items() if not k.startswith("replayssm_fused/")}
+keep = {k: v for k, v in old["configs"].items() if not k.startswith(kind + "/")}
 new["configs"] = dict(sorted((keep | new["configs"]).items()))
-new["tuned_by"] += " (replayssm_fused entries; the others from the table before)"
+new["tuned_by"] = f"{kind}: {new['tuned_by']} || the other entries: {old['tuned_by']}"
 json.dump(new, open(table, "w"), indent=1)
 PY
 rm -f "$OUT/tune/previous.json"
@@ -47,7 +50,8 @@ fi
 
 bench() { timeout "$1" python -m replayssm_kernels.bench --out "$OUT/bench" --max-sets 16 --rep-ms "${BENCH_REP_MS:-50}" "${@:2}" 2>&1 | grep -v Warn | tail -40; }
 if has bench; then
-bench "${BENCH_LIMIT:-170}" --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 --dtype-pairs float32/bfloat16 bfloat16/bfloat16
+bench "${BENCH_LIMIT:-170}" --batch 256 --heads 32 --gqa 1 --cache-lengths ${BENCH_LENGTHS:-1 2 4 8 16 32 64} \
+    --dtype-pairs float32/bfloat16 bfloat16/bfloat16 ${BENCH_ARGS:-}
 fi
 has small && bench 80 --append --batch 64 8 1 --heads 32 --gqa 1 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
 # the read-side ceiling: a gathered state pool through two mat-vecs, full tiles vs pipelined chunks
@@ -57,7 +61,7 @@ has profile && timeout 90 python -m replayssm_kernels.profile_launches --out "$O
 
 has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
 if has check; then  # (stage order below: check, then sweep)
-timeout "${CHECK_LIMIT:-120}" python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" ${CHECK_ARGS:---heads 4 32} 2>&1 | tail -12
+timeout "${CHECK_LIMIT:-120}" python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" ${CHECK_ARGS:---heads 32 --gqa 2} 2>&1 | tail -12
 rm -f "$OUT/gpu_check/worst_errors.csv"  # derived from kernel_errors.csv; the device call returns 8 files at most
 fi
 

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import functools
+import inspect
+import itertools
 
 import pytest
 import torch
@@ -15,11 +17,16 @@ from replayssm_ref.harness import Problem, random_token, random_weights, relativ
 pytestmark = pytest.mark.gpu
 
 
+DEFAULT_LAUNCHES = inspect.signature(helion_fused_recurrent_kda_replayssm_decode).parameters["launches"].default
+# The issue's grid for the default design; the other designs on its corners (smallest and largest
+# head counts, GQA 1 and 2); L and the state dtype cross both.
+SHAPES = [(hv, gqa, DEFAULT_LAUNCHES) for hv, gqa in itertools.product([4, 16, 32], [1, 2])]
+SHAPES += [(hv, gqa, n) for n in sorted({1, 2, 3} - {DEFAULT_LAUNCHES}) for hv, gqa in [(4, 1), (32, 2)]]
+
+
 @pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("L", [1, 4, 16, 64])
-@pytest.mark.parametrize(
-    "hv,gqa,launches", [(4, 1, 2), (16, 2, 2), (32, 1, 2), (32, 2, 2), (4, 1, 1), (16, 2, 1), (32, 1, 1), (32, 2, 1)]
-)
+@pytest.mark.parametrize("hv,gqa,launches", SHAPES)
 def test_replayssm_matches_float64_reference(hv, gqa, launches, L, state_dtype):
     p = Problem(8, hv // gqa, hv, 128, 128, L)
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="fast", launches=launches)
@@ -41,7 +48,7 @@ def test_standard_matches_float64_reference():
     assert r.max_rel <= 5e-3 and not r.nonfinite and r.untouched_ok
 
 
-@pytest.mark.parametrize("launches", [2, 1], ids=["two_launch", "fused"])
+@pytest.mark.parametrize("launches", [2, 3, 1], ids=["two_launch", "split", "fused"])
 def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(launches):
     """Capture one step, then change write_pos / force_flush in place between replays: each replay
     must equal an eager reference step with the new values (strided state slots included)."""
