@@ -67,6 +67,11 @@ KERNEL_OPTIONS = {
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
 }
 
+# launches=None picks the ReplaySSM design by ring length: three launches (the flush rows'
+# checkpoint write on its own) from this L on, two below it, where a large share of rows flush every
+# step and would read their checkpoint twice (H200, run 13 in results/bench/NOTES.md).
+SPLIT_FLUSH_FROM_L = 8
+
 
 def load_config(kind: str, device, dtype: torch.dtype, shapes) -> dict:
     """The tuned entry for this kernel / device / dtype / shape class, as a plain dict."""

@@ -8,22 +8,28 @@ ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two m
 
     S_pre x = S0 (e^Gamma alpha x) + sum_{i<c} d_i ((W_i alpha kappa_i) . x),    x = q, k,
 
-and everything but ``S0`` and ``d`` lives on the K side. Two designs compute it (``launches=``):
+and everything but ``S0`` and ``d`` lives on the K side. Three designs compute it (``launches=``;
+the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the two on the H200):
 
-* Two launches (the default, faster on the H200). ``_ring_weights_body``, one warp per (row, value
-  head), walks the live ``kappa`` / ``gamma`` entries once, newest first, writes the K-vector
-  ``e^Gamma alpha`` and the 2c scalars ``(W_i alpha kappa_i) . x`` to a small scratch buffer, and
-  appends ``k`` and ``g``. ``_replayssm_state_body``, one program per (row, value head, V tile), is
-  the checkpoint tile's two mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the
-  output, and either the ``d`` append or, on flush rows, the checkpoint write.
+* Two launches. ``_ring_weights_body``, one warp per (row, value head), walks the live ``kappa`` /
+  ``gamma`` entries once, newest first, writes the K-vector ``e^Gamma alpha`` and the 2c scalars
+  ``(W_i alpha kappa_i) . x`` to a small scratch buffer, and appends ``k`` and ``g``.
+  ``_replayssm_state_body``, one program per (row, value head, V tile), is the checkpoint tile's two
+  mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the output, and either the ``d``
+  append or, on flush rows, the checkpoint write.
+* Three launches: the same two, but the state launch leaves flush rows' checkpoint write to a third
+  launch of the same body (``STATE`` / ``FLUSH`` constexprs, ``u`` handed over in a small buffer).
+  The state launch then has no flush branch (fewer barriers and layout conversions), at the cost of
+  flush rows reading their checkpoint twice: a loss at L = 1-4, where many rows flush every step.
 * One fused launch, ``_replayssm_fused_body``. Every K channel of the sum is independent up to the
   final reductions, so it streams K in chunks through a pipelined loop (``range_num_stages``: the
   next chunks' loads are in flight while one is reduced): per chunk, the checkpoint's ``[BV, KC]``
   tile and the ring's ``[LB, KC]`` key side, whose suffix sums give ``W_i`` and ``e^Gamma``. Only
   partial mat-vecs and the 2c partial ring scalars cross chunks; after the loop one ``[LB, BV]`` tile
   of ``d`` times those scalars completes ``S_pre x``. Then the output and the append or flush.
+  Slower than the others at every measured L (``results/bench/NOTES.md``), kept for comparison.
 
-In both, flush rows rebuild the state in fp32, ``FK`` channels of K at a time (re-reading the
+In all, flush rows rebuild the state in fp32, ``FK`` channels of K at a time (re-reading the
 checkpoint tile, so the rarely taken flush branch does not set every program's register budget), by
 the closed form ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by
 folding the entries oldest to newest, the recurrence's own order (``"precise"``).
@@ -40,7 +46,7 @@ import torch
 
 from replayssm_ref.validation import check_kernel_support, validate_decode_inputs, validate_replayssm_inputs
 
-from .configs import KERNEL_OPTIONS, load_config, split_config
+from .configs import KERNEL_OPTIONS, SPLIT_FLUSH_FROM_L, load_config, split_config
 
 LOG1P_THRESHOLD = 20.0  # softplus(x) = x above this, as in the reference
 L2NORM_EPS = 1e-6
@@ -116,7 +122,7 @@ def _ring_delta(d_cache, slot, j, i, c, tile_b, tile_v):
 
 
 def _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE):
-    """(valid, slot [1], c, flush) of a batch row, shared by both ReplaySSM launches.
+    """(valid, slot [1], c, flush) of a batch row, shared by the ReplaySSM kernels.
 
     Padding rows (slot < 0) read slot 0, replay nothing (c = 0) and write nothing. (A helper must
     index with ``hl.load``: plain subscripts with tile offsets only work in the kernel body.)"""
@@ -523,6 +529,11 @@ def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config 
     )
 
 
+def default_launches(cache_length: int) -> int:
+    """The design ``launches=None`` runs: 3 from ``configs.SPLIT_FLUSH_FROM_L`` on, else 2."""
+    return 3 if cache_length >= SPLIT_FLUSH_FROM_L else 2
+
+
 def _check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"`precision` must be one of {PRECISIONS}; got {precision!r}")
@@ -547,7 +558,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     lower_bound: float | None = None,
     *,
     precision: str = "fast",
-    launches: int = 2,
+    launches: int | None = None,
     config: helion.Config | dict | str | None = None,
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -560,9 +571,10 @@ def helion_fused_recurrent_kda_replayssm_decode(
     the entries one by one (``S <- S e^gamma_i + d_i kappa_i^T``, the recurrence's order, twice the
     tile arithmetic). Outputs and non-flush steps are identical in both.
 
-    ``launches=2`` (the default: faster on the H200 at every measured ring length, see
-    ``results/bench/NOTES.md``) runs the ring weights, then the state; ``launches=1`` runs the whole
-    step as one fused kernel. Both are graph-capturable and give the same results up to rounding.
+    ``launches=2`` runs the ring weights, then the state; ``3`` also moves the flush rows' checkpoint
+    write to its own launch; ``1`` runs the whole step as one fused kernel; ``None`` (the default)
+    picks 2 or 3 by ring length (``default_launches``, from the H200 timings in
+    ``results/bench/NOTES.md``). All are graph-capturable and give the same results up to rounding.
     ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """
     shapes = validate_replayssm_inputs(
@@ -572,6 +584,8 @@ def helion_fused_recurrent_kda_replayssm_decode(
     check_kernel_support(shapes, initial_state, out)
     _check_precision(precision)
 
+    if launches is None:
+        launches = default_launches(shapes.cache_length)
     if launches not in LAUNCH_KINDS:
         raise ValueError(
             "`launches` must be 1 (one fused launch), 2 (ring weights, then state) or 3 (ring weights, "
@@ -650,6 +664,7 @@ def helion_fused_recurrent_kda_packed_decode(
 
 __all__ = [
     "PRECISIONS",
+    "default_launches",
     "helion_fused_recurrent_kda_packed_decode",
     "helion_fused_recurrent_kda_replayssm_decode",
     "ring_block",

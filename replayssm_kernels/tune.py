@@ -36,7 +36,7 @@ GRID = {
     "flush_block_k": [32],
 }
 KINDS = {
-    "replayssm": "replayssm_helion",
+    "replayssm": "replayssm_helion_two_launch",
     "replayssm_split": "replayssm_helion_split",
     "replayssm_fused": "replayssm_helion_fused",
     "standard": "standard_helion",

@@ -10,14 +10,15 @@
 #    replayssm_kernels/configs/<device>.json (other entries kept); 2. the benchmark at the headline
 #    shape over every L ("small": then smaller batches); "ceiling": the read-side ceiling; 3. the
 #    per-launch split (profile_launches); 4. pytest -m gpu (PYTEST_ARGS narrows it); 5. gpu_check's
-#    error table; 6. "sweep": other head counts, GQA 2, K=V=64 and fp32 rings at B=256.
+#    error table; 6. "sweep": other head counts, GQA 2, K=V=64 and fp32 rings at B=256; "full": the
+#    committed sweep of results/bench (the default design and both baselines), most important first.
 # Each stage has a time limit so a slow one cannot starve the rest; every tool writes its CSV as it
 # goes, so a stage cut short keeps what it measured. Needs torch with CUDA, helion==1.5.0 and
 # fla-core==0.6.0 importable (../shared/tools/device-wheels.sh).
 set -uo pipefail
 OUT=${OUT:-results}
 mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile" "$OUT/ceiling"
-STAGES=${STAGES:-tune bench small ceiling profile pytest check sweep}
+STAGES=${STAGES:-tune bench small ceiling profile pytest check sweep full}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 # Tuned kind (TUNE_KIND: replayssm, replayssm_split, replayssm_fused) and its candidates (POINTS):
 # [V tile] (two/three launches) or [V tile, K chunk] (fused), warps, K channels per flush step
@@ -69,4 +70,16 @@ fi
 if has sweep; then
 BENCH_REP_MS=30 bench "${SWEEP_LIMIT:-120}" --append --batch 256 --heads 8 16 64 --gqa 1 2 --cache-lengths 16 --dtype-pairs float32/bfloat16
 BENCH_REP_MS=30 bench 60 --append --batch 256 --heads 32 --gqa 2 --dims 64 128 --cache-lengths 16 --dtype-pairs float32/float32 bfloat16/bfloat16
+fi
+
+# the committed sweep: the headline shape over every L and dtype pair, then smaller batches, other
+# head counts and GQA 2, and the K=V=64 point (the default design and both baselines only)
+if has full; then
+BENCH_REP_MS=30 bench 230 --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 \
+    --dtype-pairs float32/bfloat16 bfloat16/bfloat16 float32/float32
+BENCH_REP_MS=30 bench 110 --append --batch 1 8 64 --heads 32 --gqa 1 --cache-lengths 1 4 16 64 \
+    --dtype-pairs float32/bfloat16 bfloat16/bfloat16
+BENCH_REP_MS=30 bench 80 --append --batch 256 --heads 8 16 64 --gqa 1 2 --cache-lengths 16 --dtype-pairs float32/bfloat16
+BENCH_REP_MS=30 bench 40 --append --batch 256 --heads 32 --gqa 2 --cache-lengths 16 --dtype-pairs float32/bfloat16
+BENCH_REP_MS=30 bench 40 --append --batch 256 --heads 32 --gqa 1 --dims 64 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
 fi

@@ -28,7 +28,7 @@ GRID = [
 ]
 
 
-@pytest.mark.parametrize("launches", [2, 3, 1], ids=["two_launch", "split", "fused"])
+@pytest.mark.parametrize("launches", [None, 2, 3, 1], ids=["default", "two_launch", "split", "fused"])
 @pytest.mark.parametrize("precision", ["fast", "precise"])
 @pytest.mark.parametrize("p", GRID, ids=Problem.label)
 def test_replayssm_kernel_matches_reference(p, precision, launches):

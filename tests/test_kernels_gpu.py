@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 
 import pytest
@@ -17,17 +16,7 @@ from replayssm_ref.harness import Problem, random_token, random_weights, relativ
 pytestmark = pytest.mark.gpu
 
 
-DEFAULT_LAUNCHES = inspect.signature(helion_fused_recurrent_kda_replayssm_decode).parameters["launches"].default
-# The issue's grid for the default design; the other designs on its corners (smallest and largest
-# head counts, GQA 1 and 2); L and the state dtype cross both.
-SHAPES = [(hv, gqa, DEFAULT_LAUNCHES) for hv, gqa in itertools.product([4, 16, 32], [1, 2])]
-SHAPES += [(hv, gqa, n) for n in sorted({1, 2, 3} - {DEFAULT_LAUNCHES}) for hv, gqa in [(4, 1), (32, 2)]]
-
-
-@pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("L", [1, 4, 16, 64])
-@pytest.mark.parametrize("hv,gqa,launches", SHAPES)
-def test_replayssm_matches_float64_reference(hv, gqa, launches, L, state_dtype):
+def _check_against_float64(hv, gqa, L, state_dtype, launches):
     p = Problem(8, hv // gqa, hv, 128, 128, L)
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="fast", launches=launches)
     r = run_sequence(
@@ -37,6 +26,25 @@ def test_replayssm_matches_float64_reference(hv, gqa, launches, L, state_dtype):
     tol = 5e-3 if state_dtype is torch.float32 else 3e-2
     assert not r.nonfinite and r.untouched_ok
     assert r.max_rel <= tol, (r.max_out_rel, r.max_state_rel)
+
+
+DTYPES = pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+
+
+@DTYPES
+@pytest.mark.parametrize("L", [1, 4, 16, 64])
+@pytest.mark.parametrize("hv,gqa", list(itertools.product([4, 16, 32], [1, 2])))
+def test_replayssm_matches_float64_reference(hv, gqa, L, state_dtype):
+    """The issue's grid for the default design (launches=None: two launches below L=8, three from it)."""
+    _check_against_float64(hv, gqa, L, state_dtype, None)
+
+
+@DTYPES
+@pytest.mark.parametrize("L", [4, 16])
+@pytest.mark.parametrize("launches", [2, 3, 1], ids=["two_launch", "split", "fused"])
+def test_each_design_matches_float64_reference(launches, L, state_dtype):
+    """Every design by name, GQA 2 at HV=32, on both sides of the default's switch."""
+    _check_against_float64(32, 2, L, state_dtype, launches)
 
 
 def test_standard_matches_float64_reference():
