@@ -90,7 +90,7 @@ def plot_time_vs_cache_length(df: pd.DataFrame, path: Path | None = None):
         _log2_x(ax, rep.cache_length.unique())
         ax.set_ylabel("µs per decode step")
         ax.set_title(f"batch {batch}")
-    title = "open markers: fused (launches=1); lines: standard_helion (dashed), FLA (dotted)"
+    title = "open markers: fused (launches=1), if timed; lines: standard_helion (dashed), FLA (dotted)"
     axes[min(axes)].legend(fontsize=7, title=title, title_fontsize=6)
     fig.suptitle("Decode time per step (H200, CUDA graphs, median)")
     return _finish(fig, path)
@@ -159,27 +159,45 @@ def plot_kernel_errors(err: pd.DataFrame, path: Path | None = None):
 # ---- README tables ---------------------------------------------------------------------------------
 
 
+# ReplaySSM designs other than the default, as named in tables (bench impl -> label)
+OTHER_DESIGNS = {
+    "replayssm_helion_two_launch": "two launches",
+    "replayssm_helion_split": "three launches",
+    "replayssm_helion_fused": "fused",
+}
+
+
+def _headline_rows(df: pd.DataFrame, batch: int, num_v_heads: int) -> pd.DataFrame:
+    """The headline shape: the given batch and HV, GQA 1, K = V = 128."""
+    return df[
+        (df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads) & (df.key_dim == 128)
+    ]
+
+
 def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32, rev: str = "unknown") -> str:
-    sel = df[(df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads)]
+    sel = _headline_rows(df, batch, num_v_heads)
     sp = speedups(sel)
+    others = [i for i in OTHER_DESIGNS if (sel.impl == i).any()]  # designs timed beside the default, if any
     lines = [
         f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}, revision {rev}; copy ceiling "
         f"{sel.copy_gbps.iloc[0]:.0f} GB/s (1 GiB device copy, same run).",
         "",
-        "ReplaySSM is the default (two launches); *fused* is `launches=1`, timed in the same run.",
+        "ReplaySSM is the default design (`launches=None`: two launches below L=8, three from L=8 on)"
+        + (f"; {', '.join(OTHER_DESIGNS[i] for i in others)} timed in the same run." if others else "."),
         "",
-        "| state / ring | L | ReplaySSM µs | fused µs | standard_helion µs | FLA µs | vs standard | vs FLA | "
-        "ReplaySSM % copy |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| state / ring | L | ReplaySSM µs | "
+        + "".join(f"{OTHER_DESIGNS[i]} µs | " for i in others)
+        + "standard_helion µs | FLA µs | vs standard | vs FLA | ReplaySSM % copy |",
+        "|---|---|---|" + "---|" * len(others) + "---|---|---|---|---|",
     ]
-    fused = sel[sel.impl == "replayssm_helion_fused"].set_index(["state_dtype", "cache_dtype", "cache_length"])
+    other = {i: sel[sel.impl == i].set_index(["state_dtype", "cache_dtype", "cache_length"]) for i in others}
     for _, r in sp.sort_values(
         ["state_dtype", "cache_dtype", "cache_length"], ascending=[False, True, True]
     ).iterrows():
         key = (r.state_dtype, r.cache_dtype, r.cache_length)
-        f_us = f"{fused.us_per_step[key]:.1f}" if key in fused.index else "-"
+        o_us = "".join(f"{o.us_per_step[key]:.1f} | " if key in o.index else "- | " for o in other.values())
         lines.append(
-            f"| {r.state_dtype} / {r.cache_dtype} | {r.cache_length} | {r.us_per_step:.1f} | {f_us} | "
+            f"| {r.state_dtype} / {r.cache_dtype} | {r.cache_length} | {r.us_per_step:.1f} | {o_us}"
             f"{r.us_standard_helion:.1f} | {r.us_fla_fused_recurrent:.1f} | {r.speedup_vs_standard_helion:.2f}× | "
             f"{r.speedup_vs_fla_fused_recurrent:.2f}× | {r.frac_of_copy:.0%} |"
         )
@@ -217,7 +235,7 @@ def launches_markdown(lt: pd.DataFrame, rev: str) -> str:
 def summary_markdown(df: pd.DataFrame, err: pd.DataFrame, batch: int = 256, num_v_heads: int = 32,
                      err_rev: str = "unknown") -> str:  # fmt: skip
     """The status paragraph's numbers, from the CSVs (so the README never carries a typed figure)."""
-    sel = df[(df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads)]
+    sel = _headline_rows(df, batch, num_v_heads)
     sp = speedups(sel)
     lines = []
     for sd in ("float32", "bfloat16"):
@@ -234,7 +252,7 @@ def summary_markdown(df: pd.DataFrame, err: pd.DataFrame, batch: int = 256, num_
             f"{best.speedup_vs_fla_fused_recurrent:.2f}× FLA, {best.frac_of_copy:.0%} of the copy ceiling."
         )
     batches = ", ".join(str(int(b)) for b in sorted(df.batch.unique()))
-    for impl, name in (("replayssm_helion", "ReplaySSM (two launches)"), ("replayssm_helion_fused", "fused")):
+    for impl, name in (("replayssm_helion", "ReplaySSM (the default design)"), *OTHER_DESIGNS.items()):
         all_sp = speedups(df, impl)
         if len(all_sp):
             lines.append(
