@@ -4,7 +4,9 @@ The benchmark times a whole step; this splits it. It runs the benchmark's steady
 inputs, same cursor schedule) for a few flush cycles under ``torch.profiler`` and reports each GPU
 kernel's mean device time per step, so a ReplaySSM step shows its ring-weights launch and its state
 launch separately, beside the standard kernel. Kernel durations come from CUPTI, without CUDA graphs:
-the sum per step is close to, not equal to, the benchmark's graph-timed figure.
+the sum per step is close to, not equal to, the benchmark's graph-timed figure. With three launches
+(the default design from L = 8 on) the state and flush launches run one Helion kernel and so share a
+name: they are reported together, as ``launches_per_step`` 2.
 
     python -m replayssm_kernels.profile_launches --cache-lengths 1 4 16 64 --out results/profile
 """

@@ -101,8 +101,23 @@ def test_plots_render_from_the_committed_csvs(tmp_path):
     assert plots.main([*argv, "--readme", str(readme)]) == 0
     assert (tmp_path / "speedup.png").stat().st_size > 10_000
     text = readme.read_text()
-    assert "| float32 / bfloat16 | 4 |" in text and "fused µs" in text and "runs within tolerance" in text
+    assert "| float32 / bfloat16 | 4 |" in text and "ReplaySSM µs" in text and "runs within tolerance" in text
     assert "| replayssm_helion | 16 |" in text and "revision unknown" in text  # no env.json beside the copies
+
+
+def test_headline_shows_other_designs_when_timed():
+    import pandas as pd
+
+    from replayssm_kernels import plots
+
+    df = plots.load_bench(plots.BENCH_CSV)
+    default = df[df.impl == "replayssm_helion"]
+    split = default.assign(impl="replayssm_helion_split", us_per_step=default.us_per_step * 2)
+    text = plots.headline_markdown(pd.concat([df, split], ignore_index=True))
+    assert "three launches µs" in text and "fused µs" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| float32 / bfloat16 | 4 |"))
+    us, other_us = (float(x) for x in row.split("|")[3:5])  # the default's time, then the other design's
+    assert abs(other_us - 2 * us) <= 0.15
 
 
 def test_readme_usage_example_runs():
