@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sys
 from dataclasses import dataclass
@@ -205,13 +206,17 @@ def time_graph(launches, warmup_ms: int = 25, rep_ms: int = 200) -> tuple[float,
 
 
 def build_cases(args) -> list[Case]:
+    """The cross product of the grid options, or the union of a plan's groups (``--plan``), in order."""
+    groups = [vars(args)] if args.plan is None else json.loads(args.plan.read_text())["groups"]
     cases = []
-    for B, HV, gqa, L, (sd, cd), kv in itertools.product(
-        args.batch, args.heads, args.gqa, args.cache_lengths, args.dtype_pairs, args.dims
-    ):
-        if HV % gqa:
-            continue
-        cases.append(Case(B, HV // gqa, HV, kv, kv, L, sd, cd))
+    for g in groups:
+        pairs = [tuple(p) if not isinstance(p, str) else _dtype_pair(p) for p in g["dtype_pairs"]]
+        for B, HV, gqa, L, (sd, cd), kv in itertools.product(
+            g["batch"], g["heads"], g["gqa"], g["cache_lengths"], pairs, g.get("dims", [128])
+        ):
+            case = Case(B, HV // gqa, HV, kv, kv, L, sd, cd)
+            if HV % gqa == 0 and case not in cases:
+                cases.append(case)
     return cases
 
 
@@ -233,6 +238,11 @@ def parse_args(argv=None):
         "--dtype-pairs", type=_dtype_pair, nargs="+",
         default=[("float32", "bfloat16"), ("float32", "float32"), ("bfloat16", "bfloat16")],
         help="state/ring dtype pairs",
+    )  # fmt: skip
+    ap.add_argument(
+        "--plan", type=Path,
+        help="JSON file of case groups (each with the grid options' keys) timed in order in one process, "
+        "instead of the grid options' cross product: compiled kernels are shared across its cases",
     )  # fmt: skip
     ap.add_argument(
         "--impls", nargs="+", choices=IMPLS, default=["replayssm_helion", "standard_helion", "fla_fused_recurrent"],
@@ -277,11 +287,11 @@ def main(argv=None) -> int:
     env_path = args.out / "env.json"
     runs = []  # an --append run keeps the earlier runs' configs beside its own
     if args.append and env_path.exists():
-        import json
-
         old = json.loads(env_path.read_text()).get("config", {})
         runs = old.get("runs", [{k: v for k, v in old.items() if k != "runs"}] if old else [])
     this = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    if args.plan is not None:
+        this["plan_groups"] = json.loads(args.plan.read_text())["groups"]
 
     def write_env(done: bool) -> None:  # before the sweep too, so a run cut short still has one
         run = this | {"copy_gbps": copy_gbps, "command": command, "completed": done}

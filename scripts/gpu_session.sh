@@ -72,14 +72,7 @@ BENCH_REP_MS=30 bench "${SWEEP_LIMIT:-120}" --append --batch 256 --heads 8 16 64
 BENCH_REP_MS=30 bench 60 --append --batch 256 --heads 32 --gqa 2 --dims 64 128 --cache-lengths 16 --dtype-pairs float32/float32 bfloat16/bfloat16
 fi
 
-# the committed sweep: the headline shape over every L and dtype pair, then smaller batches, other
-# head counts and GQA 2, and the K=V=64 point (the default design and both baselines only)
-if has full; then
-BENCH_REP_MS=30 bench 230 --batch 256 --heads 32 --gqa 1 --cache-lengths 1 2 4 8 16 32 64 \
-    --dtype-pairs float32/bfloat16 bfloat16/bfloat16 float32/float32
-BENCH_REP_MS=30 bench 110 --append --batch 1 8 64 --heads 32 --gqa 1 --cache-lengths 1 4 16 64 \
-    --dtype-pairs float32/bfloat16 bfloat16/bfloat16
-BENCH_REP_MS=30 bench 80 --append --batch 256 --heads 8 16 64 --gqa 1 2 --cache-lengths 16 --dtype-pairs float32/bfloat16
-BENCH_REP_MS=30 bench 40 --append --batch 256 --heads 32 --gqa 2 --cache-lengths 16 --dtype-pairs float32/bfloat16
-BENCH_REP_MS=30 bench 40 --append --batch 256 --heads 32 --gqa 1 --dims 64 --cache-lengths 4 16 --dtype-pairs float32/bfloat16
-fi
+# the committed sweep: one process over replayssm_kernels/sweeps/full.json (the headline shape over
+# every L and dtype pair, then smaller batches, other head counts and GQA 2, bf16 state, K=V=64),
+# the default design and both baselines; compiled kernels are shared across its cases
+has full && BENCH_REP_MS=30 bench "${FULL_LIMIT:-540}" --plan replayssm_kernels/sweeps/full.json

@@ -77,6 +77,21 @@ def test_bench_cursor_schedule_is_what_advance_write_pos_gives():
         assert (torch.stack(sched) == L - 1).sum(0).tolist() == [1] * 10
 
 
+def test_bench_plan_is_the_ordered_union_of_its_groups():
+    from replayssm_kernels.bench import Case, build_cases, parse_args
+
+    plan = ROOT / "replayssm_kernels/sweeps/full.json"
+    cases = build_cases(parse_args(["--plan", str(plan)]))
+    assert len(cases) == len(set(cases))  # a case in two groups is timed once
+    assert cases[0] == Case(256, 32, 32, 128, 128, 1, "float32", "bfloat16")  # the headline first
+    assert {c.cache_length for c in cases if c.batch == 256 and c.num_v_heads == 32} == {1, 2, 4, 8, 16, 32, 64}
+    assert {c.batch for c in cases} == {1, 8, 64, 256} and {c.num_v_heads for c in cases} == {8, 16, 32, 64}
+    assert any(c.num_q_heads * 2 == c.num_v_heads for c in cases) and any(c.key_dim == 64 for c in cases)
+    # without a plan, the grid options' cross product, as before
+    grid = build_cases(parse_args(["--batch", "8", "--heads", "4", "--gqa", "1", "2", "--cache-lengths", "2"]))
+    assert len(grid) == 2 * 3 and {c.num_q_heads for c in grid} == {4, 2}
+
+
 def test_traffic_model_matches_the_design_doc_table():
     fp32 = TrafficShape(32, 32, 128, 128, state_bytes=4)
     bf16 = TrafficShape(32, 32, 128, 128, state_bytes=2)
