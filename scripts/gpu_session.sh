@@ -9,7 +9,7 @@
 #    untuned classes) over a few candidates (POINTS) (both state dtypes), merged into
 #    replayssm_kernels/configs/<device>.json (other entries kept); 2. the benchmark at the headline
 #    shape over every L ("small": then smaller batches); "ceiling": the read-side ceiling; 3. the
-#    per-launch split (profile_launches); 4. pytest -m gpu (PYTEST_ARGS narrows it); 5. gpu_check's
+#    per-launch split (profile_launches); 4. pytest -m gpu (PYTEST_ARGS, PYTEST_K = a -k expression, narrow it); 5. gpu_check's
 #    error table; 6. "sweep": other head counts, GQA 2, K=V=64 and fp32 rings at B=256; "full": the
 #    committed sweep of results/bench (the default design and both baselines), most important first.
 # Each stage has a time limit so a slow one cannot starve the rest; every tool writes its CSV as it
@@ -60,7 +60,7 @@ has ceiling && timeout 100 python -m replayssm_kernels.matvec_ceiling --out "$OU
 
 has profile && timeout 90 python -m replayssm_kernels.profile_launches --out "$OUT/profile" 2>&1 | grep -v Warn | tail -12
 
-has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
+has pytest && timeout "${PYTEST_LIMIT:-200}" python -m pytest -m gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu_check/pytest_gpu.log" | tail -4
 if has check; then  # (stage order below: check, then sweep)
 timeout "${CHECK_LIMIT:-120}" python -m replayssm_kernels.gpu_check --out "$OUT/gpu_check" ${CHECK_ARGS:---heads 32 --gqa 2} 2>&1 | tail -12
 rm -f "$OUT/gpu_check/worst_errors.csv"  # derived from kernel_errors.csv; the device call returns 8 files at most
