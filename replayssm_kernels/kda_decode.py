@@ -27,7 +27,8 @@ the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the t
   tile and the ring's ``[LB, KC]`` key side, whose suffix sums give ``W_i`` and ``e^Gamma``. Only
   partial mat-vecs and the 2c partial ring scalars cross chunks; after the loop one ``[LB, BV]`` tile
   of ``d`` times those scalars completes ``S_pre x``. Then the output and the append or flush.
-  Slower than the others at every measured L (``results/bench/NOTES.md``), kept for comparison.
+  Slower than two launches at every L timed side by side (run 12 in ``results/bench/NOTES.md``), kept
+  for comparison.
 
 In all, flush rows rebuild the state in fp32, ``FK`` channels of K at a time (re-reading the
 checkpoint tile, so the rarely taken flush branch does not set every program's register budget), by
