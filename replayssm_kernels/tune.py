@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
-from .bench import Case, Workload, _dtype_pair, time_graph
+from .bench import REPLAYSSM_LAUNCHES, Case, Workload, _dtype_pair, time_graph
 from .configs import CONFIG_DIR, device_key, shape_class
+from .kda_decode import LAUNCH_KINDS
 
 # The fused ReplaySSM kernel (replayssm_fused): block_sizes = [V tile, K chunk], and range_num_stages[1]
 # is the depth of its pipelined K loop (how many chunks' loads are in flight). The standard and the
@@ -35,12 +36,9 @@ GRID = {
     # ReplaySSM kernel options (configs.KERNEL_OPTIONS), stored in the table with the rest
     "flush_block_k": [32],
 }
-KINDS = {
-    "replayssm": "replayssm_helion_two_launch",
-    "replayssm_split": "replayssm_helion_split",
-    "replayssm_fused": "replayssm_helion_fused",
-    "standard": "standard_helion",
-}
+# config kind -> the bench impl that times it: each ReplaySSM design by its launches= count
+KINDS = {LAUNCH_KINDS[n]: impl for impl, n in REPLAYSSM_LAUNCHES.items() if n is not None}
+KINDS["standard"] = "standard_helion"
 MAX_STATE_PER_THREAD = 128  # fp32 state values a thread may hold (a state tile / threads); more spills
 
 

@@ -9,8 +9,8 @@
 #    untuned classes) over a few candidates (POINTS) (both state dtypes), merged into
 #    replayssm_kernels/configs/<device>.json (other entries kept); 2. the benchmark at the headline
 #    shape over every L ("small": then smaller batches); "ceiling": the read-side ceiling; 3. the
-#    per-launch split (profile_launches); 4. pytest -m gpu (PYTEST_ARGS, PYTEST_K = a -k expression, narrow it); 5. gpu_check's
-#    error table; 6. "sweep": other head counts, GQA 2, K=V=64 and fp32 rings at B=256; "full": the
+#    per-launch split (profile_launches); 4. pytest -m gpu (narrowed by PYTEST_ARGS, and PYTEST_K,
+#    a -k expression); 5. gpu_check's error table; 6. "sweep": other head counts, GQA 2, K=V=64 and fp32 rings at B=256; "full": the
 #    committed sweep of results/bench (the default design and both baselines), most important first.
 # Each stage has a time limit so a slow one cannot starve the rest; every tool writes its CSV as it
 # goes, so a stage cut short keeps what it measured. Needs torch with CUDA, helion==1.5.0 and
