@@ -184,6 +184,26 @@ def ptxas_usage(ptx: str) -> dict:
     return {}
 
 
+def _append_row(args, report: dict, argv) -> None:
+    """One CSV row per call: the options, the report and the command that made it."""
+    import csv
+
+    from .envinfo import write_env_json
+
+    command = "python -m replayssm_kernels.inspect_codegen " + " ".join(argv if argv is not None else sys.argv[1:])
+    row = {k: v for k, v in vars(args).items() if k not in ("dump", "csv")}
+    row = {**row, "config": json.dumps(args.config), **report, "command": command}
+    new_file = not args.csv.exists()
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    with args.csv.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new_file:
+            writer.writeheader()
+        writer.writerow(row)
+    note = "offline sm_90 compile (no GPU); each row has its command"
+    write_env_json(args.csv.parent / "env.json", config={"note": note})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
     ap.add_argument(
@@ -201,6 +221,7 @@ def main(argv=None) -> int:
     ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--config", type=json.loads, default={}, help="more helion.Config fields as JSON")
     ap.add_argument("--dump", help="also write the generated Triton source here")
+    ap.add_argument("--csv", type=Path, help="also append the report as a row here (env.json beside it)")
     args = ap.parse_args(argv)
     if os.environ.get("HELION_INTERPRET") == "1" or os.environ.get("TRITON_INTERPRET") == "1":
         print("unset HELION_INTERPRET / TRITON_INTERPRET: this compiles real Triton code", file=sys.stderr)
@@ -221,6 +242,8 @@ def main(argv=None) -> int:
             f.write(source)
     report = compile_report(source, tensors, args.num_warps)
     print(" ".join(f"{k}={v}" for k, v in report.items()))
+    if args.csv:
+        _append_row(args, report, argv)
     return 0
 
 

@@ -143,15 +143,21 @@ def test_readme_usage_example_runs():
     assert torch.isfinite(namespace["out"]).all() and (namespace["cache"].write_pos < 8).all()
 
 
-def test_inspect_codegen_reports_registers_offline():
+def test_inspect_codegen_reports_registers_offline(tmp_path):
     """The offline sm_90 compile report (no GPU): the register count comes from Triton's own ptxas."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("HELION_INTERPRET", "TRITON_INTERPRET")}
+    csv = tmp_path / "codegen.csv"
     argv = [sys.executable, "-m", "replayssm_kernels.inspect_codegen", "--block-v", "32", "--num-warps", "1"]
-    run = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    run = subprocess.run([*argv, "--csv", str(csv)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     report = dict(item.split("=") for item in run.stdout.split())
     assert 0 < int(report["registers"]) <= 255 and int(report["spill_bytes"]) >= 0 and "bar_sync" in report
+    import pandas as pd
+
+    row = pd.read_csv(csv).iloc[0]  # the same report, as a CSV row with its command
+    assert row.registers == int(report["registers"]) and "--block-v 32" in row.command
+    assert (tmp_path / "env.json").exists()
