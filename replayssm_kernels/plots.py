@@ -64,76 +64,128 @@ def best_cache_length(df: pd.DataFrame) -> pd.DataFrame:
     return sp.loc[idx, cols].sort_values(_shape_key(df)).reset_index(drop=True)
 
 
-def _panels(df):
-    batches = sorted(df.batch.unique())
-    fig, axes = plt.subplots(1, len(batches), figsize=(4.2 * len(batches), 3.6), squeeze=False)
-    return fig, dict(zip(batches, axes[0], strict=True))
+HEADS = 32  # the head count of the per-batch panels (H = HV, K = V = 128), as in the headline table
+
+
+def _by_batch(df: pd.DataFrame, num_v_heads: int = HEADS) -> pd.DataFrame:
+    """The rows of the per-batch panels: one head configuration, so each line is one shape over L."""
+    return df[(df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads) & (df.key_dim == 128)]
+
+
+def _by_heads(df: pd.DataFrame, batch: int = 256) -> pd.DataFrame:
+    """The rows of the head-count panel: the largest batch, K = V = 128, fp32 state with bf16 rings."""
+    return df[
+        (df.batch == batch) & (df.key_dim == 128) & (df.state_dtype == "float32") & (df.cache_dtype == "bfloat16")
+    ]
+
+
+def _panels(df, heads_panel: bool):
+    """One panel per batch size, plus (if the sweep has more than one head count) one per head count."""
+    batches = sorted(_by_batch(df).batch.unique())
+    heads = heads_panel and _by_heads(df).num_v_heads.nunique() > 1
+    n = len(batches) + heads
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
+    return fig, dict(zip(batches, axes[0], strict=False)), (axes[0][-1] if heads else None)
+
+
+def _gqa_label(g: pd.DataFrame) -> str:
+    h, hv = int(g.num_q_heads.iloc[0]), int(g.num_v_heads.iloc[0])
+    return f"HV={hv}" + (f", H={h}" if h != hv else "")
+
+
+def _baseline_us(df: pd.DataFrame, base: str, like: pd.DataFrame):
+    """The baseline's time at the shape of ``like``'s rows (no ring), or None if it was not timed."""
+    b = df[df.impl == base].merge(like[_shape_key(df)].drop_duplicates())
+    return b.us_per_step.iloc[0] if len(b) else None
 
 
 def plot_time_vs_cache_length(df: pd.DataFrame, path: Path | None = None):
-    """Time per step vs L, one panel per batch size; baselines as horizontal lines."""
-    fig, axes = _panels(df)
+    """Time per step vs L: one panel per batch size (H = HV = 32), one per head count at B = 256;
+    the baselines as horizontal lines in the color of the ReplaySSM line they compare with."""
+    fig, axes, heads_ax = _panels(df, heads_panel=True)
     rep = df[df.impl == "replayssm_helion"]
     fused = df[df.impl == "replayssm_helion_fused"]
-    for batch, ax in axes.items():
-        for (sd, cd, hv), g in rep[rep.batch == batch].groupby(["state_dtype", "cache_dtype", "num_v_heads"]):
+    panels = [(ax, _by_batch(rep)[_by_batch(rep).batch == b], ["state_dtype", "cache_dtype"]) for b, ax in axes.items()]
+    if heads_ax is not None:
+        panels.append(
+            (heads_ax, _by_heads(rep)[_by_heads(rep).num_q_heads == _by_heads(rep).num_v_heads], ["num_v_heads"])
+        )
+    for ax, sel, keys in panels:
+        for _, g in sel.groupby(keys):
             g = g.sort_values("cache_length")
-            line = ax.plot(g.cache_length, g.us_per_step, "o-", label=f"ReplaySSM {sd} state, {cd} ring, HV={hv}")
-            f = fused[(fused.batch == batch) & (fused.state_dtype == sd) & (fused.cache_dtype == cd)]
-            f = f[f.num_v_heads == hv].sort_values("cache_length")
+            label = f"{g.state_dtype.iloc[0]} state, {g.cache_dtype.iloc[0]} ring, {_gqa_label(g)}"
+            line = ax.plot(g.cache_length, g.us_per_step, "o-", label=label)
+            color = line[0].get_color()
+            f = fused.merge(g[_shape_key(df) + ["cache_dtype", "cache_length"]]).sort_values("cache_length")
             if len(f):  # the one-launch design, same color, open markers
-                ax.plot(f.cache_length, f.us_per_step, "o--", mfc="none", color=line[0].get_color(), lw=0.8)
+                ax.plot(f.cache_length, f.us_per_step, "o--", mfc="none", color=color, lw=0.8)
             for base, style in zip(BASELINES, ("--", ":"), strict=True):
-                b = df[(df.impl == base) & (df.batch == batch) & (df.state_dtype == sd) & (df.num_v_heads == hv)]
-                if len(b):
-                    ax.axhline(b.us_per_step.iloc[0], ls=style, color=line[0].get_color(), lw=1)
+                us = _baseline_us(df, base, g)
+                if us is not None:
+                    ax.axhline(us, ls=style, color=color, lw=1)
         _log2_x(ax, rep.cache_length.unique())
         ax.set_ylabel("µs per decode step")
-        ax.set_title(f"batch {batch}")
-    title = "open markers: fused (launches=1), if timed; lines: standard_helion (dashed), FLA (dotted)"
-    axes[min(axes)].legend(fontsize=7, title=title, title_fontsize=6)
-    fig.suptitle("Decode time per step (H200, CUDA graphs, median)")
+        ax.legend(fontsize=6)
+    for batch, ax in axes.items():
+        ax.set_title(f"batch {batch}, H=HV={HEADS}")
+    if heads_ax is not None:
+        heads_ax.set_title("batch 256, each head count (H=HV)")
+    fig.suptitle("Decode time per step, ReplaySSM (solid) vs standard_helion (dashed) and FLA (dotted); "
+                 "K=V=128; H200, CUDA graphs, median")  # fmt: skip
     return _finish(fig, path)
 
 
 def plot_speedup(df: pd.DataFrame, path: Path | None = None):
-    """ReplaySSM speedup over both standard-decode baselines vs L (above 1 = ReplaySSM faster)."""
-    fig, axes = _panels(df)
+    """ReplaySSM speedup over both standard-decode baselines vs L (above 1 = ReplaySSM faster): one panel
+    per batch size (H = HV = 32), one per head count and GQA ratio at B = 256 (vs our standard decode)."""
+    fig, axes, heads_ax = _panels(df, heads_panel=True)
     sp = speedups(df)
     for batch, ax in axes.items():
-        for (sd, cd), g in sp[sp.batch == batch].groupby(["state_dtype", "cache_dtype"]):
+        sel = _by_batch(sp)
+        for (sd, cd), g in sel[sel.batch == batch].groupby(["state_dtype", "cache_dtype"]):
             g = g.sort_values("cache_length")
             ax.plot(g.cache_length, g.speedup_vs_standard_helion, "o-", label=f"vs standard_helion ({sd}/{cd})")
             ax.plot(g.cache_length, g.speedup_vs_fla_fused_recurrent, "s--", label=f"vs FLA ({sd}/{cd})")
+        ax.set_title(f"batch {batch}, H=HV={HEADS}")
+    if heads_ax is not None:
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, (_, by_hv) in enumerate(_by_heads(sp).groupby("num_v_heads")):
+            for _, g in by_hv.groupby("num_q_heads"):  # GQA 1 solid, GQA 2 dotted, one color per HV
+                g = g.sort_values("cache_length")
+                style = "o-" if (g.num_q_heads == g.num_v_heads).all() else "s:"
+                heads_ax.plot(g.cache_length, g.speedup_vs_standard_helion, style, color=colors[i], label=_gqa_label(g))
+        heads_ax.set_title("batch 256, fp32/bf16, vs standard_helion")
+    for ax in [*axes.values(), *([heads_ax] if heads_ax is not None else [])]:
         ax.axhline(1.0, color="k", lw=0.8)
         _log2_x(ax, sp.cache_length.unique())
         ax.set_ylabel("speedup (baseline time / ReplaySSM time)")
-        ax.set_title(f"batch {batch}")
-    axes[min(axes)].legend(fontsize=7)
-    fig.suptitle("ReplaySSM speedup over standard decode")
+        ax.legend(fontsize=6)
+    fig.suptitle("ReplaySSM speedup over standard decode (K=V=128)")
     return _finish(fig, path)
 
 
 def plot_bandwidth(df: pd.DataFrame, path: Path | None = None):
-    """Effective bandwidth (model bytes / measured time) against the measured copy ceiling."""
-    fig, axes = _panels(df)
+    """Effective bandwidth (model bytes / measured time) against the measured copy ceiling, per batch size
+    at H = HV = 32, K = V = 128."""
+    fig, axes, _ = _panels(df, heads_panel=False)
+    sel = _by_batch(df)
     for batch, ax in axes.items():
-        d = df[df.batch == batch]
+        d = sel[sel.batch == batch]
         rep = d[d.impl == "replayssm_helion"]
         for (sd, cd), g in rep.groupby(["state_dtype", "cache_dtype"]):
             g = g.sort_values("cache_length")
             ax.plot(g.cache_length, g.gbps_effective, "o-", label=f"ReplaySSM {sd}/{cd}")
+        lengths = sorted(rep.cache_length.unique())
         for base, marker in zip(BASELINES, ("^", "v"), strict=True):
             for sd, g in d[d.impl == base].groupby("state_dtype"):
-                ax.plot(rep.cache_length.unique(), [g.gbps_effective.iloc[0]] * rep.cache_length.nunique(),
-                        marker, ls="none", label=f"{base} {sd}")  # fmt: skip
+                ax.plot(lengths, [g.gbps_effective.iloc[0]] * len(lengths), marker, ls="none", label=f"{base} {sd}")
         ax.axhline(d.copy_gbps.iloc[0], color="k", ls="--", lw=1, label="1 GiB copy ceiling")
-        _log2_x(ax, rep.cache_length.unique())
+        _log2_x(ax, lengths)
         ax.set_ylabel("GB/s by the bytes model")
         ax.set_ylim(0, d.copy_gbps.iloc[0] * 1.1)
-        ax.set_title(f"batch {batch}")
-    axes[min(axes)].legend(fontsize=7)
-    fig.suptitle("Achieved bandwidth by the traffic model (section 6) vs the copy ceiling")
+        ax.set_title(f"batch {batch}, H=HV={HEADS}")
+    axes[max(axes)].legend(fontsize=7)  # the largest batch has every dtype pair
+    fig.suptitle("Achieved bandwidth by the traffic model (section 6) vs the copy ceiling, K=V=128")
     return _finish(fig, path)
 
 
@@ -205,6 +257,25 @@ def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32,
     lines += ["", "| baseline | state | µs | % of copy |", "|---|---|---|---|"]
     for _, r in base.iterrows():
         lines.append(f"| {r.impl} | {r.state_dtype} | {r.us_per_step:.1f} | {r.frac_of_copy:.0%} |")
+    return "\n".join(lines)
+
+
+def shapes_markdown(df: pd.DataFrame) -> str:
+    """Every configuration of the sweep at its best timed L, beside both baselines (best_cache_length.csv)."""
+    best = best_cache_length(df)
+    timed = df[df.impl == "replayssm_helion"].groupby(_shape_key(df) + ["cache_dtype"]).cache_length
+    timed = timed.apply(lambda ls: "/".join(str(L) for L in sorted(ls)))
+    lines = [
+        "| batch | H | HV | K=V | state / ring | L timed | best L | ReplaySSM µs | vs standard | vs FLA | % copy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in best.iterrows():
+        key = tuple(r[c] for c in _shape_key(df) + ["cache_dtype"])
+        lines.append(
+            f"| {r.batch} | {r.num_q_heads} | {r.num_v_heads} | {r.key_dim} | {r.state_dtype} / {r.cache_dtype} | "
+            f"{timed[key]} | {r.cache_length} | {r.us_per_step:.1f} | {r.speedup_vs_standard_helion:.2f}× | "
+            f"{r.speedup_vs_fla_fused_recurrent:.2f}× | {r.frac_of_copy:.0%} |"
+        )
     return "\n".join(lines)
 
 
@@ -316,6 +387,7 @@ def main(argv=None) -> int:
         text = args.readme.read_text()
         text = replace_block(text, "HEADLINE", headline_markdown(df, rev=revision(args.bench_csv)))
         text = replace_block(text, "SUMMARY", summary_markdown(df, err, err_rev=revision(args.errors_csv)))
+        text = replace_block(text, "SHAPES", shapes_markdown(df))
         if args.launches_csv.exists():
             lt = pd.read_csv(args.launches_csv)
             text = replace_block(text, "LAUNCHES", launches_markdown(lt, revision(args.launches_csv)))

@@ -104,7 +104,7 @@ def test_plots_render_from_the_committed_csvs(tmp_path):
     from replayssm_kernels import plots
 
     readme = tmp_path / "README.md"
-    blocks = ("SUMMARY", "HEADLINE", "ERRORS", "LAUNCHES")
+    blocks = ("SUMMARY", "HEADLINE", "SHAPES", "ERRORS", "LAUNCHES")
     readme.write_text("".join(f"<!-- BEGIN {b} -->\n<!-- END {b} -->\n" for b in blocks))
     bench = tmp_path / "bench.csv"
     bench.write_bytes(plots.BENCH_CSV.read_bytes())
@@ -118,6 +118,29 @@ def test_plots_render_from_the_committed_csvs(tmp_path):
     text = readme.read_text()
     assert "| float32 / bfloat16 | 4 |" in text and "ReplaySSM µs" in text and "runs within tolerance" in text
     assert "| replayssm_helion | 16 |" in text and "revision unknown" in text  # no env.json beside the copies
+
+
+def test_figures_draw_one_shape_per_line():
+    """With several head counts in the sweep, no line mixes shapes (it would repeat an L) and the extra
+    panel has one line per head count."""
+    import matplotlib.pyplot as plt
+
+    from replayssm_kernels import plots
+
+    df = plots.load_bench(plots.BENCH_CSV)
+    for draw in (plots.plot_time_vs_cache_length, plots.plot_speedup, plots.plot_bandwidth):
+        fig = draw(df)
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                x = list(line.get_xdata())
+                assert len(x) == len(set(x)), f"{draw.__name__}: {line.get_label()} repeats an L"
+        plt.close(fig)
+    fig = plots.plot_time_vs_cache_length(df)
+    assert len(fig.axes) == df.batch.nunique() + 1
+    heads = plots._by_heads(df[df.impl == "replayssm_helion"])
+    n_heads = heads[heads.num_q_heads == heads.num_v_heads].num_v_heads.nunique()
+    assert len(fig.axes[-1].get_legend().get_texts()) == n_heads > 1
+    plt.close(fig)
 
 
 def test_headline_shows_other_designs_when_timed():
