@@ -105,11 +105,10 @@ def plot_time_vs_cache_length(df: pd.DataFrame, path: Path | None = None):
     fig, axes, heads_ax = _panels(df, heads_panel=True)
     rep = df[df.impl == "replayssm_helion"]
     fused = df[df.impl == "replayssm_helion_fused"]
-    panels = [(ax, _by_batch(rep)[_by_batch(rep).batch == b], ["state_dtype", "cache_dtype"]) for b, ax in axes.items()]
+    per_batch, per_heads = _by_batch(rep), _by_heads(rep)
+    panels = [(ax, per_batch[per_batch.batch == b], ["state_dtype", "cache_dtype"]) for b, ax in axes.items()]
     if heads_ax is not None:
-        panels.append(
-            (heads_ax, _by_heads(rep)[_by_heads(rep).num_q_heads == _by_heads(rep).num_v_heads], ["num_v_heads"])
-        )
+        panels.append((heads_ax, per_heads[per_heads.num_q_heads == per_heads.num_v_heads], ["num_v_heads"]))
     for ax, sel, keys in panels:
         for _, g in sel.groupby(keys):
             g = g.sort_values("cache_length")
@@ -140,8 +139,8 @@ def plot_speedup(df: pd.DataFrame, path: Path | None = None):
     per batch size (H = HV = 32), one per head count and GQA ratio at B = 256 (vs our standard decode)."""
     fig, axes, heads_ax = _panels(df, heads_panel=True)
     sp = speedups(df)
+    sel = _by_batch(sp)
     for batch, ax in axes.items():
-        sel = _by_batch(sp)
         for (sd, cd), g in sel[sel.batch == batch].groupby(["state_dtype", "cache_dtype"]):
             g = g.sort_values("cache_length")
             ax.plot(g.cache_length, g.speedup_vs_standard_helion, "o-", label=f"vs standard_helion ({sd}/{cd})")
@@ -221,9 +220,8 @@ OTHER_DESIGNS = {
 
 def _headline_rows(df: pd.DataFrame, batch: int, num_v_heads: int) -> pd.DataFrame:
     """The headline shape: the given batch and HV, GQA 1, K = V = 128."""
-    return df[
-        (df.batch == batch) & (df.num_v_heads == num_v_heads) & (df.num_q_heads == num_v_heads) & (df.key_dim == 128)
-    ]
+    sel = _by_batch(df, num_v_heads)
+    return sel[sel.batch == batch]
 
 
 def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32, rev: str = "unknown") -> str:
