@@ -65,6 +65,7 @@ KERNEL_OPTIONS = {
     "ring_chunk": 8,  # ring-weights launch and flush: most ring positions per unrolled chunk
     "prep_warps": 1,  # two-launch: warps of launch 1 (the per-(row, head) ring weights)
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
+    "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
 }
 
 # launches=None picks the ReplaySSM design by ring length: three launches (the flush rows'
@@ -87,6 +88,6 @@ def split_config(cfg: dict | helion.Config, dims: tuple[int, ...]) -> tuple[heli
     cfg = dict(cfg)
     options = {name: cfg.pop(name, default) for name, default in KERNEL_OPTIONS.items()}
     # A block wider than its dimension is pointless; clamp so one table serves every K and V.
-    # block_sizes are [V tile] for the standard and two-launch kernels, [V tile, K chunk] for the fused one.
+    # block_sizes are [V tile] for the standard kernel, [V tile, K chunk] for the ReplaySSM ones.
     cfg["block_sizes"] = [min(bs, dim) for bs, dim in zip(cfg["block_sizes"], dims, strict=False)]
     return helion.Config(**cfg), options

@@ -10,6 +10,7 @@ Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
 
     python -m replayssm_kernels.inspect_codegen --kernel state --cache-length 16 --block-v 32 --num-warps 1
     python -m replayssm_kernels.inspect_codegen --kernel ring_weights --cache-length 16 --num-warps 1
+    python -m replayssm_kernels.inspect_codegen --kernel state_split --block-k 32 --config '{"k_stages": 3}'
     python -m replayssm_kernels.inspect_codegen --kernel fused --block-k 32 --config '{"range_num_stages": [0, 3]}'
     python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
 """
@@ -87,7 +88,10 @@ def generated_source(
     elif kernel in ("state", "state_split", "flush"):  # launch 2 of two; launch 2 or 3 of three
         extra = dict(extra or {})
         fk = extra.pop("flush_block_k", kd.KERNEL_OPTIONS["flush_block_k"])
-        cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **extra)
+        k_stages = extra.pop("k_stages", kd.KERNEL_OPTIONS["k_stages"])
+        cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
+        state_cfg, flush_cfg = kd._state_configs(cfg, k_stages, split=kernel != "state")
+        cfg = flush_cfg if kernel == "flush" else state_cfg
         rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
         u_buf = torch.empty(4, 32, 128)
         args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, u_buf, out, idx)
@@ -216,7 +220,7 @@ def main(argv=None) -> int:
     ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--cache-length", type=int, default=16)
     ap.add_argument("--block-v", type=int, default=128)
-    ap.add_argument("--block-k", type=int, default=32, help="fused: K channels per pipelined chunk")
+    ap.add_argument("--block-k", type=int, default=32, help="fused and state kernels: K channels per pipelined chunk")
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--config", type=json.loads, default={}, help="more helion.Config fields as JSON")

@@ -367,34 +367,45 @@ def _replayssm_state_body(
     V = hl.specialize(v_view.size(2))
     L = hl.specialize(d_cache.size(2))
     block_v = hl.register_block_size(V)
+    block_k = hl.register_block_size(K)  # the checkpoint's K chunk in the state launch
     for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
         row = tile_b.begin
         j = tile_j.begin
         h = j // HPQ
         valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
         if STATE:
-            q, k, g, beta = _token_body(
-                q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
-                scale, lower_bound, USE_L2NORM, BOUNDED,
-            )  # fmt: skip
+            q_full = q_view[row, h, :].to(torch.float32)
+            k_full = k_view[row, h, :].to(torch.float32)
+            q_scale = _l2_scale(q_full, USE_L2NORM) * scale  # full-K scales, before the K chunks
+            k_scale = _l2_scale(k_full, USE_L2NORM)
+            beta = torch.sigmoid(b[row, j].to(torch.float32))
             v = v_view[row, j, tile_v].to(torch.float32)
-            S0 = initial_state[slot, j, tile_v, :].to(torch.float32)  # [1, BV, K]
-            decay_alpha = decay[row, j, :]  # e^Gamma alpha
 
             # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars (first, so its loads overlap
-            #    the checkpoint's), then the checkpoint's two mat-vecs.
+            #    the checkpoint's), then the checkpoint's two mat-vecs, one [BV, KC] chunk of K at a
+            #    time (a pipelined loop: the next chunks' loads are in flight while one is reduced, and
+            #    a chunk, not the whole [BV, K] tile, sets the registers a program holds).
             ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
             ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
             for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
                 d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
                 ring_q = ring_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
                 ring_k = ring_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
-            sq = ((S0 * (decay_alpha * q)[None, None, :]).sum(2) + ring_q).sum(0)  # [BV]
-            sk = ((S0 * (decay_alpha * k)[None, None, :]).sum(2) + ring_k).sum(0)
+            acc_q = ring_q
+            acc_k = ring_k
+            for tile_k in hl.tile(K, block_size=block_k):
+                S0 = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, KC]
+                decay_alpha = decay[row, j, tile_k]  # e^Gamma alpha
+                xq = decay_alpha * q_view[row, h, tile_k].to(torch.float32) * q_scale
+                xk = decay_alpha * k_view[row, h, tile_k].to(torch.float32) * k_scale
+                acc_q = acc_q + (S0 * xq[None, None, :]).sum(2)
+                acc_k = acc_k + (S0 * xk[None, None, :]).sum(2)
+            sq = acc_q.sum(0)  # [BV]
+            sk = acc_k.sum(0)
 
             # 2. The current token.
             u = beta * (v - sk)
-            o = sq + u * (k * q).sum(0)
+            o = sq + u * ((k_full * q_full).sum(0) * (k_scale * q_scale))
             out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
             if not FLUSH:
                 if valid & flush:
@@ -408,34 +419,34 @@ def _replayssm_state_body(
         if FLUSH:
             if valid & flush:
                 k_scale = _l2_scale(k_view[row, h, :].to(torch.float32), USE_L2NORM)
-                for tile_k in hl.tile(K, block_size=FK):
-                    S = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, FK]
-                    k_c = k_view[row, h, tile_k].to(torch.float32) * k_scale
-                    alpha_c = torch.exp(_gate(a3[row, j, tile_k], dt2[j, tile_k], A_log[j], lower_bound, BOUNDED))
+                for tile_fk in hl.tile(K, block_size=FK):
+                    S = initial_state[slot, j, tile_v, tile_fk].to(torch.float32)  # [1, BV, FK]
+                    k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale
+                    alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
                     if PRECISE:  # oldest to newest: S <- S e^gamma_i + d_i kappa_i^T, the recurrence's order
                         for tile_p in hl.tile(0, (c + CH - 1) // CH, block_size=1):
                             for t in hl.static_range(CH):
                                 i_f = tile_p.begin * CH + t
                                 kappa_f, gamma_f = _ring_key(
-                                    k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k
+                                    k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_fk, tile_fk
                                 )
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                         S = S * alpha_c[None, None, :]
                     else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
-                        S = S * decay[tile_b, j, tile_k][:, None, :]
-                        w_alpha = hl.zeros([tile_b, tile_k], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                        S = S * decay[tile_b, j, tile_fk][:, None, :]
+                        w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
                         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
                             for t in hl.static_range(CH):
                                 i_f = L - 1 - tile_f.begin * CH - t
                                 kappa_f, gamma_f = _ring_key(
-                                    k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_k, tile_k
+                                    k_cache, g_cache, slot, h, j, i_f, c, tile_b, tile_fk, tile_fk
                                 )
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
                                 w_alpha = w_alpha * torch.exp(gamma_f)
                     S = S + u[None, :, None] * k_c[None, None, :]
-                    initial_state[slot, j, tile_v, tile_k] = S.to(initial_state.dtype)
+                    initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)
 
         # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
         if STATE:
@@ -530,6 +541,26 @@ def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config 
     )
 
 
+# Device loops of ``_replayssm_state_body`` in Helion's ``range_*`` config order: [grid, ring d tiles,
+# checkpoint K chunks, ...], six with the flush branch in the same launch, four without it
+# (tests/test_kernels_cpu.py checks the K loop is the one pipelined).
+_STATE_K_LOOP = 2
+_STATE_LOOPS = {True: 6, False: 4}  # keyed by "flush in the same launch"
+
+
+def _state_configs(config: helion.Config, k_stages: int, split: bool) -> tuple[helion.Config, helion.Config]:
+    """(state launch, flush launch) configs from one table entry. ``k_stages > 1`` pipelines the state
+    launch's loop over checkpoint K chunks that deep; the flush launch has other loops, so it takes the
+    entry without its ``range_*`` lists."""
+    fields = {k: v for k, v in dict(config).items() if not k.startswith("range_")}
+    state = dict(config)
+    if k_stages > 1:
+        stages = [0] * _STATE_LOOPS[not split]
+        stages[_STATE_K_LOOP] = k_stages
+        state["range_num_stages"] = stages
+    return helion.Config(**state), helion.Config(**fields)
+
+
 def default_launches(cache_length: int) -> int:
     """The design ``launches=None`` runs: 3 from ``configs.SPLIT_FLUSH_FROM_L`` on, else 2."""
     return 3 if cache_length >= SPLIT_FLUSH_FROM_L else 2
@@ -619,14 +650,14 @@ def helion_fused_recurrent_kda_replayssm_decode(
     # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint.
     split = launches == 3
     u_buf = torch.empty(B, HV, shapes.value_dim, device=mixed_qkv.device, dtype=torch.float32) if split else decay
-    kernel = _kernel(_replayssm_state_body, config)
+    state_config, flush_config = _state_configs(config, options["k_stages"], split)
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, u_buf, out,
         ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), *flush_args,
     )  # fmt: skip
-    kernel(*args, True, not split)
+    _kernel(_replayssm_state_body, state_config)(*args, True, not split)
     if split:
-        kernel(*args, False, True)
+        _kernel(_replayssm_state_body, flush_config)(*args, False, True)
     return out, initial_state
 
 

@@ -25,9 +25,10 @@ from .configs import CONFIG_DIR, device_key, shape_class
 from .kda_decode import LAUNCH_KINDS
 
 # The fused ReplaySSM kernel (replayssm_fused): block_sizes = [V tile, K chunk], and range_num_stages[1]
-# is the depth of its pipelined K loop (how many chunks' loads are in flight). The standard and the
-# two-launch ReplaySSM kernels: block_sizes = [V tile] (this grid is the fused kernel's; pass --points
-# or --grid for the others).
+# is the depth of its pipelined K loop (how many chunks' loads are in flight). The two- and three-launch
+# ReplaySSM state kernels: block_sizes = [V tile, K chunk] too, the depth as the option ``k_stages``.
+# The standard kernel: block_sizes = [V tile]. (This grid is the fused kernel's; pass --points or
+# --grid for the others.)
 GRID = {
     "block_sizes": [[64, 32], [128, 32], [128, 64]],
     "num_warps": [4, 8],
@@ -56,13 +57,13 @@ def table_entry(kind: str, point: dict, key_dim: int, exact_fit: bool = False) -
     """A grid point as a config-table entry for ``kind``, or None if it cannot fit or means nothing.
 
     The standard kernel holds a ``[V tile, K]`` state tile and has none of the ReplaySSM options (its
-    entry keeps only the V tile, warps and stages); so does the two-launch ReplaySSM state kernel, with
-    the options; the fused kernel holds one ``[V tile, K chunk]`` chunk."""
+    entry keeps only the V tile, warps and stages); the ReplaySSM kernels hold one ``[V tile, K chunk]``
+    chunk at a time."""
     cfg = dict(point)
     if kind == "standard":
         cfg = {k: cfg[k] for k in ("num_warps", "num_stages") if k in cfg} | {"block_sizes": cfg["block_sizes"][:1]}
-    fused = kind == "replayssm_fused"
-    tile = cfg["block_sizes"][0] * (cfg["block_sizes"][1] if fused else key_dim)
+    chunk = cfg["block_sizes"][1] if len(cfg["block_sizes"]) > 1 else key_dim
+    tile = cfg["block_sizes"][0] * min(chunk, key_dim)
     per_thread = tile / (32 * cfg["num_warps"])
     if per_thread > MAX_STATE_PER_THREAD or (exact_fit and per_thread != MAX_STATE_PER_THREAD):
         return None

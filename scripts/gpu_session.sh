@@ -21,15 +21,18 @@ mkdir -p "$OUT/tune" "$OUT/bench" "$OUT/gpu_check" "$OUT/profile" "$OUT/ceiling"
 STAGES=${STAGES:-tune bench small ceiling profile pytest check sweep full}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 # Tuned kind (TUNE_KIND: replayssm, replayssm_split, replayssm_fused) and its candidates (POINTS):
-# [V tile] (two/three launches) or [V tile, K chunk] (fused), warps, K channels per flush step
-# (flush_block_k; fewer bound the flush branch's registers), and for the fused kernel the depth of
-# its pipelined K loop (range_num_stages[1]).
+# [V tile, K chunk], warps, K channels per flush step (flush_block_k; fewer bound the flush branch's
+# registers), and the depth of the pipelined loop over K chunks: k_stages for the two- and
+# three-launch state kernels, range_num_stages[1] for the fused one. [32, 128] / 1 warp / k_stages 1
+# is the state kernel before it streamed K (the whole checkpoint tile at once).
 TUNE_KIND=${TUNE_KIND:-replayssm_split}
-POINTS=${POINTS:-'[{"block_sizes":[32],"num_warps":1,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[64],"num_warps":2,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[64],"num_warps":4,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[128],"num_warps":4,"num_stages":1,"flush_block_k":32},
- {"block_sizes":[128],"num_warps":8,"num_stages":1,"flush_block_k":32}]'}
+POINTS=${POINTS:-'[{"block_sizes":[32,128],"num_warps":1,"num_stages":1,"k_stages":1,"flush_block_k":32},
+ {"block_sizes":[32,32],"num_warps":1,"num_stages":1,"k_stages":3,"flush_block_k":32},
+ {"block_sizes":[64,32],"num_warps":2,"num_stages":1,"k_stages":3,"flush_block_k":32},
+ {"block_sizes":[64,64],"num_warps":4,"num_stages":1,"k_stages":2,"flush_block_k":32},
+ {"block_sizes":[128,32],"num_warps":4,"num_stages":1,"k_stages":3,"flush_block_k":32},
+ {"block_sizes":[128,64],"num_warps":4,"num_stages":1,"k_stages":2,"flush_block_k":32},
+ {"block_sizes":[128,32],"num_warps":8,"num_stages":1,"k_stages":3,"flush_block_k":32}]'}
 TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 
 if has tune; then
