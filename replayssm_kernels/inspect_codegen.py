@@ -89,13 +89,16 @@ def generated_source(
         extra = dict(extra or {})
         fk = extra.pop("flush_block_k", kd.KERNEL_OPTIONS["flush_block_k"])
         k_stages = extra.pop("k_stages", kd.KERNEL_OPTIONS["k_stages"])
-        cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
-        state_cfg, flush_cfg = kd._state_configs(cfg, k_stages, split=kernel != "state")
-        cfg = flush_cfg if kernel == "flush" else state_cfg
         rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
+        ring_once = bool(extra.pop("ring_prefetch", kd.KERNEL_OPTIONS["ring_prefetch"])) and rb == kd.ring_block(
+            cache_length
+        )
+        cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
+        state_cfg, flush_cfg = kd._state_configs(cfg, k_stages, kernel != "state", ring_once)
+        cfg = flush_cfg if kernel == "flush" else state_cfg
         u_buf = torch.empty(4, 32, 128)
         args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, u_buf, out, idx)
-        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb)
+        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb, ring_once)
         args += (kd.ring_chunk(cache_length), precision == "precise", fk, kernel != "flush", kernel != "state_split")
         names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
         names += ["g_cache", "coef", "decay", "u_buf", "out", "ssm_state_indices", "write_pos", "force_flush"]

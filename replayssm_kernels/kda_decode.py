@@ -350,7 +350,8 @@ def _replayssm_state_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,  # value heads per q/k head
-    RB: hl.constexpr,  # ring positions per device-loop iteration
+    RB: hl.constexpr,  # ring positions per device-loop iteration (per tile, with RING_ONCE)
+    RING_ONCE: hl.constexpr,  # the ring fits one RB tile: load it beside the checkpoint, not in a loop
     CH: hl.constexpr,  # ring positions per unrolled chunk of a flush (divides L)
     PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
     FK: hl.constexpr,  # K channels per step of the flush
@@ -381,18 +382,25 @@ def _replayssm_state_body(
             beta = torch.sigmoid(b[row, j].to(torch.float32))
             v = v_view[row, j, tile_v].to(torch.float32)
 
-            # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars (first, so its loads overlap
-            #    the checkpoint's), then the checkpoint's two mat-vecs, one [BV, KC] chunk of K at a
-            #    time (a pipelined loop: the next chunks' loads are in flight while one is reduced, and
-            #    a chunk, not the whole [BV, K] tile, sets the registers a program holds).
-            ring_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-            ring_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-            for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
-                d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
-                ring_q = ring_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
-                ring_k = ring_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
-            acc_q = ring_q
-            acc_k = ring_k
+            # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars, and the checkpoint's two
+            #    mat-vecs, one [BV, KC] chunk of K at a time (a pipelined loop: the next chunks' loads are
+            #    in flight while one is reduced, and a chunk, not the whole [BV, K] tile, sets the
+            #    registers a program holds). A ring that fits one tile (RING_ONCE) is loaded before the
+            #    K loop and reduced after it, so its loads and the checkpoint's are in flight together;
+            #    a longer one is walked first, RB positions at a time.
+            acc_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+            acc_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+            if RING_ONCE:
+                ring = hl.arange(RB)
+                live = ring < c  # positions >= c load nothing: stale (even NaN) entries never enter
+                d_all = hl.load(d_cache, [slot, j, ring, tile_v], extra_mask=live[None, :, None])  # [1, RB, BV]
+                coef_q = hl.load(coef, [tile_b, j, 0, ring], extra_mask=live[None, :])  # [1, RB]
+                coef_k = hl.load(coef, [tile_b, j, 1, ring], extra_mask=live[None, :])
+            else:
+                for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
+                    d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
+                    acc_q = acc_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
+                    acc_k = acc_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
             for tile_k in hl.tile(K, block_size=block_k):
                 S0 = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, KC]
                 decay_alpha = decay[row, j, tile_k]  # e^Gamma alpha
@@ -400,6 +408,9 @@ def _replayssm_state_body(
                 xk = decay_alpha * k_view[row, h, tile_k].to(torch.float32) * k_scale
                 acc_q = acc_q + (S0 * xq[None, None, :]).sum(2)
                 acc_k = acc_k + (S0 * xk[None, None, :]).sum(2)
+            if RING_ONCE:
+                acc_q = acc_q + (d_all.to(torch.float32) * coef_q[:, :, None]).sum(1)
+                acc_k = acc_k + (d_all.to(torch.float32) * coef_k[:, :, None]).sum(1)
             sq = acc_q.sum(0)  # [BV]
             sk = acc_k.sum(0)
 
@@ -541,22 +552,24 @@ def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config 
     )
 
 
-# Device loops of ``_replayssm_state_body`` in Helion's ``range_*`` config order: [grid, ring d tiles,
-# checkpoint K chunks, ...], six with the flush branch in the same launch, four without it
-# (tests/test_kernels_cpu.py checks the K loop is the one pipelined).
-_STATE_K_LOOP = 2
+# Device loops of ``_replayssm_state_body`` in Helion's ``range_*`` config order: [grid, ring d tiles
+# (not with RING_ONCE), checkpoint K chunks, ...]: six with the flush branch in the same launch, four
+# without it, one fewer each with RING_ONCE (tests/test_kernels_cpu.py checks the K loop is the one
+# pipelined).
 _STATE_LOOPS = {True: 6, False: 4}  # keyed by "flush in the same launch"
 
 
-def _state_configs(config: helion.Config, k_stages: int, split: bool) -> tuple[helion.Config, helion.Config]:
+def _state_configs(
+    config: helion.Config, k_stages: int, split: bool, ring_once: bool = False
+) -> tuple[helion.Config, helion.Config]:
     """(state launch, flush launch) configs from one table entry. ``k_stages > 1`` pipelines the state
     launch's loop over checkpoint K chunks that deep; the flush launch has other loops, so it takes the
     entry without its ``range_*`` lists."""
     fields = {k: v for k, v in dict(config).items() if not k.startswith("range_")}
     state = dict(config)
     if k_stages > 1:
-        stages = [0] * _STATE_LOOPS[not split]
-        stages[_STATE_K_LOOP] = k_stages
+        stages = [0] * (_STATE_LOOPS[not split] - ring_once)
+        stages[2 - ring_once] = k_stages
         state["range_num_stages"] = stages
     return helion.Config(**state), helion.Config(**fields)
 
@@ -650,10 +663,12 @@ def helion_fused_recurrent_kda_replayssm_decode(
     # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint.
     split = launches == 3
     u_buf = torch.empty(B, HV, shapes.value_dim, device=mixed_qkv.device, dtype=torch.float32) if split else decay
-    state_config, flush_config = _state_configs(config, options["k_stages"], split)
+    ring_once = bool(options["ring_prefetch"]) and ring_block(L) <= options["ring_tile"]
+    state_config, flush_config = _state_configs(config, options["k_stages"], split, ring_once)
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, u_buf, out,
-        ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), *flush_args,
+        ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), ring_once,
+        *flush_args,
     )  # fmt: skip
     _kernel(_replayssm_state_body, state_config)(*args, True, not split)
     if split:

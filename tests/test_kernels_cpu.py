@@ -42,14 +42,18 @@ def test_replayssm_kernel_matches_reference(p, precision, launches):
     assert r.natural_flushes + r.forced_flushes > 0
 
 
+@pytest.mark.parametrize("ring_prefetch", [0, 1], ids=["ring_loop", "ring_once"])
 @pytest.mark.parametrize("k_stages", [1, 3])
 @pytest.mark.parametrize("launches", [2, 3], ids=["two_launch", "split"])
 @pytest.mark.parametrize("precision", ["fast", "precise"])
-def test_state_launch_streams_the_checkpoint_in_K_chunks(precision, launches, k_stages):
+@pytest.mark.parametrize("L", [3, 4])
+def test_state_launch_streams_the_checkpoint_in_K_chunks(L, precision, launches, k_stages, ring_prefetch):
     """The state launch's checkpoint mat-vecs in K chunks narrower than K (and than the flush's FK):
-    partial sums across chunks, the full-K q/k scales and the current token's (k . q) still match."""
-    p = Problem(3, 2, 4, 32, 16, 4)
+    partial sums across chunks, the full-K q/k scales and the current token's (k . q) still match;
+    so does the ring loaded as one tile beside them (L = 3: its tile runs past the ring, masked)."""
+    p = Problem(3, 2, 4, 32, 16, L)
     config = {"block_sizes": [8, 8], "num_warps": 1, "num_stages": 1, "k_stages": k_stages, "flush_block_k": 16}
+    config["ring_prefetch"] = ring_prefetch
     fn = functools.partial(
         helion_fused_recurrent_kda_replayssm_decode, precision=precision, launches=launches, config=config
     )
@@ -67,16 +71,18 @@ import json, re, sys, torch
 from replayssm_kernels.inspect_codegen import generated_source
 found = {}
 for kind in ("state", "state_split", "flush"):
-    source, _ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra={"k_stages": 3}, block_k=32)
-    found[kind] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
+    for prefetch in (0, 1):
+        extra = {"k_stages": 3, "ring_prefetch": prefetch}
+        source, _ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra, block_k=32)
+        found[f"{kind}/{prefetch}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
 print(json.dumps(found))
 """
 
 
 def test_k_stages_pipelines_the_checkpoint_K_loop():
-    """``k_stages`` lands on the loop over checkpoint K chunks (Helion's range_* lists are positional),
-    and the flush launch of a split step gets no pipelining meant for another loop. Generated code,
-    so outside Helion's interpreter."""
+    """``k_stages`` lands on the loop over checkpoint K chunks (Helion's range_* lists are positional,
+    and the ring's loop is there only without ring_prefetch), and the flush launch of a split step
+    gets no pipelining meant for another loop. Generated code, so outside Helion's interpreter."""
     import json
     import subprocess
     import sys
@@ -85,8 +91,9 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     run = subprocess.run([sys.executable, "-c", _PIPELINED_LOOPS], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     found = json.loads(run.stdout.splitlines()[-1])
-    assert found["state"] == found["state_split"] == ["0, 128, _BLOCK_SIZE_1, num_stages=3"]
-    assert found["flush"] == []
+    loop = ["0, 128, _BLOCK_SIZE_1, num_stages=3"]
+    assert found["state/0"] == found["state_split/0"] == found["state/1"] == found["state_split/1"] == loop
+    assert found["flush/0"] == found["flush/1"] == []
 
 
 @pytest.mark.parametrize(

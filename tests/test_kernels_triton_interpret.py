@@ -29,10 +29,12 @@ def test_generated_replayssm_code(p, precision, launches):
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
 
+@pytest.mark.parametrize("ring_prefetch", [0, 1], ids=["ring_loop", "ring_once"])
 @pytest.mark.parametrize("launches", [2, 3], ids=["two_launch", "split"])
-def test_generated_state_code_in_K_chunks(launches):
+def test_generated_state_code_in_K_chunks(launches, ring_prefetch):
     p = Problem(2, 1, 2, 16, 16, 3)
     config = {"block_sizes": [8, 8], "num_warps": 1, "num_stages": 1, "k_stages": 2, "flush_block_k": 16}
+    config["ring_prefetch"] = ring_prefetch
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
     r = run_sequence(p, steps=p.cache_length + 3, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=4)
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
