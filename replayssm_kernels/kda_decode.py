@@ -16,7 +16,10 @@ the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the t
   ``(W_i alpha kappa_i) . x`` to a small scratch buffer, and appends ``k`` and ``g``.
   ``_replayssm_state_body``, one program per (row, value head, V tile), is the checkpoint tile's two
   mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the output, and either the ``d``
-  append or, on flush rows, the checkpoint write.
+  append or, on flush rows, the checkpoint write. It streams the checkpoint tile in ``[BV, KC]``
+  chunks through a loop pipelined ``k_stages`` deep (a config option), and a ring that fits one tile
+  (``ring_prefetch``) is loaded before that loop and reduced after it, so the ring's loads and the
+  checkpoint's are in flight together (runs 20-21 in ``results/bench/NOTES.md``).
 * Three launches: the same two, but the state launch leaves flush rows' checkpoint write to a third
   launch of the same body (``STATE`` / ``FLUSH`` constexprs, ``u`` handed over in a small buffer).
   The state launch then has no flush branch (fewer barriers and layout conversions), at the cost of
