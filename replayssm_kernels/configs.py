@@ -3,7 +3,7 @@
 A file looks like::
 
     {"device": "NVIDIA H200", "tuned_by": "<command that produced it>",
-     "configs": {"replayssm/float32/K128-V128-LB16": {"block_sizes": [32], "num_warps": 4, ...}, ...}}
+     "configs": {"replayssm/float32/K128-V128-LB16": {"block_sizes": [64, 32], "num_warps": 2, ...}, ...}}
 
 Lookup falls back from the exact shape class to ``<kernel>/<dtype>/*`` to ``<kernel>/*/*``, and from the
 device's file to ``default.json``. Nothing here autotunes; ``python -m replayssm_kernels.tune`` writes
