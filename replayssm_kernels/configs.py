@@ -65,10 +65,10 @@ KERNEL_OPTIONS = {
     "ring_chunk": 8,  # ring-weights launch and flush: most ring positions per unrolled chunk
     "prep_warps": 1,  # two-launch: warps of launch 1 (the per-(row, head) ring weights)
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
-    "k_stages": 1,
+    "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)
-    "ring_prefetch": 0,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
+    "ring_prefetch": 0,
 }
 
 # launches=None picks the ReplaySSM design by ring length: three launches (the flush rows'

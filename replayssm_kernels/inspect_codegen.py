@@ -90,9 +90,8 @@ def generated_source(
         fk = extra.pop("flush_block_k", kd.KERNEL_OPTIONS["flush_block_k"])
         k_stages = extra.pop("k_stages", kd.KERNEL_OPTIONS["k_stages"])
         rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
-        ring_once = bool(extra.pop("ring_prefetch", kd.KERNEL_OPTIONS["ring_prefetch"])) and rb == kd.ring_block(
-            cache_length
-        )
+        prefetch = extra.pop("ring_prefetch", kd.KERNEL_OPTIONS["ring_prefetch"])
+        ring_once = kd.ring_once(cache_length, kd.KERNEL_OPTIONS | {"ring_prefetch": prefetch})
         cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
         state_cfg, flush_cfg = kd._state_configs(cfg, k_stages, kernel != "state", ring_once)
         cfg = flush_cfg if kernel == "flush" else state_cfg

@@ -562,6 +562,12 @@ def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config 
 _STATE_LOOPS = {True: 6, False: 4}  # keyed by "flush in the same launch"
 
 
+def ring_once(cache_length: int, options: dict) -> bool:
+    """Whether the state kernel loads the ring as one tile beside the checkpoint (``ring_prefetch``
+    and a ring that fits one ``ring_tile``) instead of walking it in a loop before it."""
+    return bool(options["ring_prefetch"]) and ring_block(cache_length) <= options["ring_tile"]
+
+
 def _state_configs(
     config: helion.Config, k_stages: int, split: bool, ring_once: bool = False
 ) -> tuple[helion.Config, helion.Config]:
@@ -666,11 +672,11 @@ def helion_fused_recurrent_kda_replayssm_decode(
     # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint.
     split = launches == 3
     u_buf = torch.empty(B, HV, shapes.value_dim, device=mixed_qkv.device, dtype=torch.float32) if split else decay
-    ring_once = bool(options["ring_prefetch"]) and ring_block(L) <= options["ring_tile"]
-    state_config, flush_config = _state_configs(config, options["k_stages"], split, ring_once)
+    once = ring_once(L, options)
+    state_config, flush_config = _state_configs(config, options["k_stages"], split, once)
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, u_buf, out,
-        ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), ring_once,
+        ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), once,
         *flush_args,
     )  # fmt: skip
     _kernel(_replayssm_state_body, state_config)(*args, True, not split)
