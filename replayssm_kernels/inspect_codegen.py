@@ -32,6 +32,17 @@ import torch
 TORCH_TO_TRITON = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
+# --kernel -> (which decode function, launches=, index of the launch in its plan)
+KERNELS = {
+    "fused": ("replayssm", 1, 0),
+    "ring_weights": ("replayssm", 2, 0),
+    "state": ("replayssm", 2, 1),
+    "state_split": ("replayssm", 3, 1),
+    "flush": ("replayssm", 3, 2),
+    "standard": ("standard", None, 0),
+}
+
+
 def generated_source(
     kernel: str,
     cache_length: int,
@@ -42,12 +53,15 @@ def generated_source(
     extra: dict | None = None,
     block_k: int = 32,
 ):
-    """(Triton source, {argument name: tensor}) for one kernel at K=V=128, HV=32."""
-    import helion
+    """(Triton source, {argument name: tensor}) for one kernel at K=V=128, HV=32.
+
+    The launch is the one the decode functions build (``kda_decode.replayssm_launches``), from a
+    table-style config: ``block_sizes`` [block_v, block_k] (``[block_v]`` for the standard kernel),
+    ``num_warps`` (also launch 1's ``prep_warps``) and ``extra``'s fields and kernel options."""
+    import inspect
 
     from replayssm_ref import ReplaySSMCache
     from replayssm_ref.harness import Problem, random_token, random_weights
-    from replayssm_ref.validation import validate_replayssm_inputs
 
     from . import kda_decode as kd
 
@@ -62,53 +76,26 @@ def generated_source(
     )  # fmt: skip
     out = torch.empty(4, 1, 32, 128, dtype=torch.bfloat16)
     idx = torch.arange(4, dtype=torch.int32)
-    shapes = validate_replayssm_inputs(
-        mixed, a, b, w.A_log, w.dt_bias, w.scale, S, c.d_cache, c.k_cache, c.g_cache, out, idx, c.write_pos, None
-    )
-    qv, kv, vv, a3, dt2 = kd._views(mixed, a, w.dt_bias, shapes)
-    flags = (True, False, False, 1)
-    coef = torch.empty(4, 32, 2, cache_length)
-    decay = torch.empty(4, 32, 128)
+    which, launches, index = KERNELS[kernel]
+    blocks = [block_v] if which == "standard" else [block_v, block_k]
+    config = {"block_sizes": blocks, "num_warps": num_warps, "num_stages": 1, "prep_warps": num_warps}
     if kernel == "fused":
-        extra = {"range_num_stages": [0, 2], **(extra or {})}
-        cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
-        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, out, idx)
-        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, kd.ring_block(cache_length))
-        args += (kd.ring_chunk(cache_length), precision == "precise", kd.KERNEL_OPTIONS["flush_block_k"])
-        names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
-        names += ["g_cache", "out", "ssm_state_indices", "write_pos", "force_flush"]
-        k = kd._kernel(kd._replayssm_fused_body, cfg)
-    elif kernel == "ring_weights":  # launch 1 of a two-launch step
-        cfg = helion.Config(block_sizes=[], num_warps=num_warps, num_stages=1)
-        args = (qv, kv, a3, b, w.A_log, dt2, c.k_cache, c.g_cache, idx, c.write_pos, c.write_pos, coef, decay)
-        args += (float(w.scale), 0.0, *flags, kd.ring_chunk(cache_length))
-        names = ["q_view", "k_view", "a3", "b", "A_log", "dt2", "k_cache", "g_cache", "ssm_state_indices"]
-        names += ["write_pos", "force_flush", "coef", "decay"]
-        k = kd._kernel(kd._ring_weights_body, cfg)
-    elif kernel in ("state", "state_split", "flush"):  # launch 2 of two; launch 2 or 3 of three
-        extra = dict(extra or {})
-        fk = extra.pop("flush_block_k", kd.KERNEL_OPTIONS["flush_block_k"])
-        k_stages = extra.pop("k_stages", kd.KERNEL_OPTIONS["k_stages"])
-        rb = min(kd.ring_block(cache_length), kd.KERNEL_OPTIONS["ring_tile"])
-        prefetch = extra.pop("ring_prefetch", kd.KERNEL_OPTIONS["ring_prefetch"])
-        ring_once = kd.ring_once(cache_length, kd.KERNEL_OPTIONS | {"ring_prefetch": prefetch})
-        cfg = helion.Config(block_sizes=[block_v, block_k], num_warps=num_warps, num_stages=1, **extra)
-        state_cfg, flush_cfg = kd._state_configs(cfg, k_stages, kernel != "state", ring_once)
-        cfg = flush_cfg if kernel == "flush" else state_cfg
-        u_buf = torch.empty(4, 32, 128)
-        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, c.d_cache, c.k_cache, c.g_cache, coef, decay, u_buf, out, idx)
-        args += (c.write_pos, c.write_pos, float(w.scale), 0.0, *flags, rb, ring_once)
-        args += (kd.ring_chunk(cache_length), precision == "precise", fk, kernel != "flush", kernel != "state_split")
-        names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "d_cache", "k_cache"]
-        names += ["g_cache", "coef", "decay", "u_buf", "out", "ssm_state_indices", "write_pos", "force_flush"]
-        k = kd._kernel(kd._replayssm_state_body, cfg)
+        config["range_num_stages"] = [0, 2]
+    config.update(extra or {})
+    common = (mixed, a, b, w.A_log, w.dt_bias, w.scale, S)
+    if which == "standard":
+        config.pop("prep_warps")
+        plan = kd.standard_launches(*common, out, idx, True, config=config)
     else:
-        cfg = helion.Config(block_sizes=[block_v], num_warps=num_warps, num_stages=1, **(extra or {}))
-        args = (qv, kv, vv, a3, b, w.A_log, dt2, S, out, idx, float(w.scale), 0.0, True, False, 1)
-        names = ["q_view", "k_view", "v_view", "a3", "b", "A_log", "dt2", "initial_state", "out", "ssm_state_indices"]
-        k = kd._kernel(kd._standard_body, cfg)
-    tensors = dict(zip(names, args, strict=False))
-    return k.bind(args).to_triton_code(cfg), tensors
+        caches = (c.d_cache, c.k_cache, c.g_cache)
+        plan = kd.replayssm_launches(
+            *common, *caches, out, idx, c.write_pos, None, True, precision=precision, launches=launches, config=config
+        )
+    launch = plan[index]
+    names = list(inspect.signature(launch.body).parameters)
+    tensors = {n: t for n, t in zip(names, launch.args, strict=False) if isinstance(t, torch.Tensor)}
+    source = kd._kernel(launch.body, launch.config).bind(launch.args).to_triton_code(launch.config)
+    return source, tensors, launch.config
 
 
 def _host_constant(name: str, source: str, tensors: dict) -> int:
@@ -214,7 +201,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
     ap.add_argument(
         "--kernel",
-        choices=("fused", "state", "ring_weights", "state_split", "flush", "standard"),
+        choices=tuple(KERNELS),
         default="fused",
         help="fused: the one-launch ReplaySSM kernel; ring_weights / state: the two launches of launches=2; "
         "ring_weights / state_split / flush: the three of launches=3",
@@ -233,7 +220,7 @@ def main(argv=None) -> int:
         print("unset HELION_INTERPRET / TRITON_INTERPRET: this compiles real Triton code", file=sys.stderr)
         return 2
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    source, tensors = generated_source(
+    source, tensors, config = generated_source(
         args.kernel,
         args.cache_length,
         args.block_v,
@@ -246,7 +233,7 @@ def main(argv=None) -> int:
     if args.dump:
         with open(args.dump, "w") as f:
             f.write(source)
-    report = compile_report(source, tensors, args.num_warps)
+    report = compile_report(source, tensors, config.num_warps)
     print(" ".join(f"{k}={v}" for k, v in report.items()))
     if args.csv:
         _append_row(args, report, argv)

@@ -11,15 +11,17 @@ ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two m
 and everything but ``S0`` and ``d`` lives on the K side. Three designs compute it (``launches=``;
 the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the two on the H200):
 
-* Two launches. ``_ring_weights_body``, one warp per (row, value head), walks the live ``kappa`` /
-  ``gamma`` entries once, newest first, writes the K-vector ``e^Gamma alpha`` and the 2c scalars
-  ``(W_i alpha kappa_i) . x`` to a small scratch buffer, and appends ``k`` and ``g``.
-  ``_replayssm_state_body``, one program per (row, value head, V tile), is the checkpoint tile's two
-  mat-vecs plus one ``[c, BV]`` tile of ``d`` times those scalars, the output, and either the ``d``
-  append or, on flush rows, the checkpoint write. It streams the checkpoint tile in ``[BV, KC]``
-  chunks through a loop pipelined ``k_stages`` deep (a config option), and a ring that fits one tile
-  (``ring_prefetch``) is loaded before that loop and reduced after it, so the ring's loads and the
-  checkpoint's are in flight together (runs 20-21 in ``results/bench/NOTES.md``).
+* Two launches. ``_ring_weights_body``, one program per (row, value head), reads the live ``kappa`` /
+  ``gamma`` entries once, as ``[WB, K]`` tiles newest first (a reverse scan within a tile gives the
+  suffix sums ``W_i``), and writes to small scratch buffers the 2c scalars ``(W_i alpha kappa_i) . x``
+  and the two K-vectors ``e^Gamma alpha x`` (x = q, k, normalised and scaled) with ``q . k``; it
+  appends ``k`` and ``g``. ``_replayssm_state_body``, one program per (row, value head, V tile), is
+  then the checkpoint tile's two mat-vecs with those vectors plus one ``[c, BV]`` tile of ``d`` times
+  those scalars, the output, and either the ``d`` append or, on flush rows, the checkpoint write.
+  It streams the checkpoint tile in ``[BV, KC]`` chunks through a loop pipelined ``k_stages`` deep
+  (a config option), and a ring that fits one tile (``ring_prefetch``) is loaded before that loop
+  and reduced after it, so the ring's loads and the checkpoint's are in flight together (runs 20-21
+  in ``results/bench/NOTES.md``).
 * Three launches: the same two, but the state launch leaves flush rows' checkpoint write to a third
   launch of the same body (``STATE`` / ``FLUSH`` constexprs, ``u`` handed over in a small buffer).
   The state launch then has no flush branch (fewer barriers and layout conversions), at the cost of
@@ -43,6 +45,9 @@ captured in a CUDA graph and replayed with new cursors.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 import helion
 import helion.language as hl
@@ -277,25 +282,29 @@ def _ring_weights_body(
     write_pos: torch.Tensor,  # [B] int32
     force_flush: torch.Tensor,  # [B] int32
     coef: torch.Tensor,  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
-    decay: torch.Tensor,  # [B, HV, K] fp32, written: e^Gamma alpha
+    xs: torch.Tensor,  # [B, HV, 2, K] fp32, written: e^Gamma alpha q and e^Gamma alpha k
+    qk: torch.Tensor,  # [B, HV] fp32, written: q . k (the current token's own term)
     scale: float,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,
-    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
+    WB: hl.constexpr,  # ring positions per tile of the scan
 ) -> torch.Tensor:
-    """Launch 1 of a two-launch ReplaySSM step, one program per (row, value head): everything on the K side.
+    """Launch 1 of a two- or three-launch ReplaySSM step, one program per (row, value head): everything
+    on the K side.
 
-    The state enters a step only through ``S_rec x = S0 (e^Gamma x) + sum_i d_i (W_i kappa_i . x)``
-    for x = alpha q and alpha k, so the K-side ring (``kappa``, ``gamma``) collapses to one K-vector
-    ``e^Gamma alpha`` and 2c scalars per (row, head). Computing them here, once, leaves the state
-    kernel (launch 2) with no per-entry chain and no ring work repeated per V tile."""
+    The state enters a step only through ``S_pre x = S0 (e^Gamma alpha x) + sum_i d_i ((W_i alpha
+    kappa_i) . x)`` for x = q, k (normalised and scaled), so the K-side ring (``kappa``, ``gamma``)
+    collapses to the two K-vectors ``e^Gamma alpha x`` and 2c scalars per (row, head). Computing them
+    here, once, leaves the state kernel (launch 2) a pair of mat-vecs with ready vectors: no ring work
+    repeated per V tile, no norms, no gate."""
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
     HV = a3.size(1)
     L = hl.specialize(g_cache.size(2))
+    NT = (L + WB - 1) // WB  # tiles of WB ring positions
     for tile_b, tile_j in hl.tile([B, HV], block_size=[1, 1]):
         row = tile_b.begin
         j = tile_j.begin
@@ -305,20 +314,31 @@ def _ring_weights_body(
             q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
             scale, lower_bound, USE_L2NORM, BOUNDED,
         )  # fmt: skip
-        # Newest entry first, one entry at a time (CH per unrolled chunk, so their loads issue together):
-        # the suffix sums W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation and no
-        # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing.
+        # W_i = exp(sum_{i<m<c} gamma_m), the suffix sums of the log-decays, one [WB, K] tile of the ring
+        # at a time, the newest tile first (tiles starting at or past c are skipped): within a tile a
+        # reverse scan of gamma shifted by one position (loaded at i + 1) gives the sum over the later
+        # entries of the tile directly, with no subtraction, and `newer` carries the sum over the newer
+        # tiles. Positions >= c load nothing: stale (even NaN) ring data never enters.
         alpha = torch.exp(g)
-        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the entries already seen
-        for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
-            for t in hl.static_range(CH):
-                i = L - 1 - tile_f.begin * CH - t
-                kappa, gamma = _ring_key(k_cache, g_cache, slot, h, j, i, c, tile_b, slice(None), K)
-                m = torch.exp(newer) * kappa * alpha[None, :]  # W_i alpha kappa_i
-                hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
-                hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
-                newer = newer + gamma
-        decay[tile_b, j, :] = torch.exp(newer + g[None, :])  # newer = Gamma now
+        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the newer tiles' entries
+        cols = hl.arange(K)  # a vector, not `:`: Helion 1.5's masked load mishandles `:` after a vector index
+        for tile_t in hl.tile((NT * WB - c) // WB, NT, block_size=1):
+            start = (NT - 1 - tile_t.begin) * WB
+            ring = start + hl.arange(WB)
+            live = ring < c
+            later = (ring + 1 < c) & (ring + 1 < start + WB)  # position i + 1 is live and in this tile
+            kappa = hl.load(k_cache, [slot, h, ring, cols], extra_mask=live[None, :, None])  # [1, WB, K]
+            gamma = hl.load(g_cache, [slot, j, ring, cols], extra_mask=live[None, :, None])
+            gamma_next = hl.load(g_cache, [slot, j, ring + 1, cols], extra_mask=later[None, :, None])
+            suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]
+            m = torch.exp(suffix) * kappa.to(torch.float32) * alpha[None, None, :]  # W_i alpha kappa_i
+            hl.store(coef, [tile_b, j, 0, ring], (m * q[None, None, :]).sum(2), extra_mask=live[None, :])
+            hl.store(coef, [tile_b, j, 1, ring], (m * k[None, None, :]).sum(2), extra_mask=live[None, :])
+            newer = newer + gamma.sum(1)
+        decay = torch.exp(newer + g[None, :])  # e^Gamma alpha: newer = Gamma now
+        xs[tile_b, j, 0, :] = decay * q[None, :]
+        xs[tile_b, j, 1, :] = decay * k[None, :]
+        qk[tile_b, j] = (q * k).sum(0)[None]
         # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head.
         if valid & ~flush:
             for tile_c in hl.tile(c, c + 1, block_size=1):
@@ -341,7 +361,8 @@ def _replayssm_state_body(
     k_cache: torch.Tensor,  # [slots, H, L, K]
     g_cache: torch.Tensor,  # [slots, HV, L, K]
     coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
-    decay: torch.Tensor,  # [B, HV, K] from launch 1
+    xs: torch.Tensor,  # [B, HV, 2, K] from launch 1: e^Gamma alpha q, e^Gamma alpha k
+    qk: torch.Tensor,  # [B, HV] from launch 1: q . k
     u_buf: torch.Tensor,  # [B, HV, V] fp32: flush rows' u, from the state launch to the flush launch
     out: torch.Tensor,  # [B, 1, HV, V]
     ssm_state_indices: torch.Tensor,  # [B]
@@ -378,10 +399,6 @@ def _replayssm_state_body(
         h = j // HPQ
         valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
         if STATE:
-            q_full = q_view[row, h, :].to(torch.float32)
-            k_full = k_view[row, h, :].to(torch.float32)
-            q_scale = _l2_scale(q_full, USE_L2NORM) * scale  # full-K scales, before the K chunks
-            k_scale = _l2_scale(k_full, USE_L2NORM)
             beta = torch.sigmoid(b[row, j].to(torch.float32))
             v = v_view[row, j, tile_v].to(torch.float32)
 
@@ -406,11 +423,8 @@ def _replayssm_state_body(
                     acc_k = acc_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
             for tile_k in hl.tile(K, block_size=block_k):
                 S0 = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, KC]
-                decay_alpha = decay[row, j, tile_k]  # e^Gamma alpha
-                xq = decay_alpha * q_view[row, h, tile_k].to(torch.float32) * q_scale
-                xk = decay_alpha * k_view[row, h, tile_k].to(torch.float32) * k_scale
-                acc_q = acc_q + (S0 * xq[None, None, :]).sum(2)
-                acc_k = acc_k + (S0 * xk[None, None, :]).sum(2)
+                acc_q = acc_q + (S0 * xs[tile_b, j, 0, tile_k][:, None, :]).sum(2)  # x = e^Gamma alpha q
+                acc_k = acc_k + (S0 * xs[tile_b, j, 1, tile_k][:, None, :]).sum(2)
             if RING_ONCE:
                 acc_q = acc_q + (d_all.to(torch.float32) * coef_q[:, :, None]).sum(1)
                 acc_k = acc_k + (d_all.to(torch.float32) * coef_k[:, :, None]).sum(1)
@@ -419,7 +433,7 @@ def _replayssm_state_body(
 
             # 2. The current token.
             u = beta * (v - sk)
-            o = sq + u * ((k_full * q_full).sum(0) * (k_scale * q_scale))
+            o = sq + u * qk[row, j]
             out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
             if not FLUSH:
                 if valid & flush:
@@ -447,8 +461,9 @@ def _replayssm_state_body(
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                         S = S * alpha_c[None, None, :]
-                    else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
-                        S = S * decay[tile_b, j, tile_fk][:, None, :]
+                    else:  # closed form, newest to oldest: sum_i d_i (W_i alpha kappa_i)^T + S0 e^Gamma alpha
+                        S0 = S
+                        S = hl.zeros([tile_b, tile_v, tile_fk], dtype=torch.float32)
                         w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
                         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
                             for t in hl.static_range(CH):
@@ -459,6 +474,7 @@ def _replayssm_state_body(
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
                                 w_alpha = w_alpha * torch.exp(gamma_f)
+                        S = S + S0 * w_alpha[:, None, :]  # w_alpha = e^Gamma alpha now
                     S = S + u[None, :, None] * k_c[None, None, :]
                     initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)
 
@@ -593,6 +609,99 @@ def _check_precision(precision: str) -> None:
         raise ValueError(f"`precision` must be one of {PRECISIONS}; got {precision!r}")
 
 
+class Launch(NamedTuple):
+    """One kernel launch of a decode step: which one, the body, its fixed config and its arguments.
+
+    ``replayssm_kernels.inspect_codegen`` compiles the same objects the decode functions run."""
+
+    name: str  # "fused", "ring_weights", "state", "flush" or "standard"
+    body: Callable
+    config: helion.Config | None
+    args: tuple
+
+    def __call__(self):
+        return _kernel(self.body, self.config)(*self.args)
+
+
+def replayssm_launches(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    d_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+    force_flush: torch.Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    lower_bound: float | None = None,
+    *,
+    precision: str = "fast",
+    launches: int | None = None,
+    config: helion.Config | dict | str | None = None,
+    check_values: bool | None = None,
+) -> list[Launch]:
+    """The launches of one ReplaySSM decode step, validated and configured but not run (the arguments
+    and keywords of ``helion_fused_recurrent_kda_replayssm_decode``)."""
+    shapes = validate_replayssm_inputs(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
+        out, ssm_state_indices, write_pos, force_flush, check_values=check_values,
+    )  # fmt: skip
+    check_kernel_support(shapes, initial_state, out)
+    _check_precision(precision)
+
+    if launches is None:
+        launches = default_launches(shapes.cache_length)
+    if launches not in LAUNCH_KINDS:
+        raise ValueError(
+            "`launches` must be 1 (one fused launch), 2 (ring weights, then state) or 3 (ring weights, "
+            f"state, then the flush rows' checkpoints); got {launches!r}"
+        )
+    kind = LAUNCH_KINDS[launches]
+    config, options = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
+    B, HV, K, V, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.value_dim, shapes.cache_length
+    q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
+    force = write_pos if force_flush is None else force_flush
+    flags = (bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q)
+    scalars = (float(scale), 0.0 if lower_bound is None else float(lower_bound))
+    flush_args = (ring_chunk(L, options["ring_chunk"]), precision == "precise", min(options["flush_block_k"], K))
+    if launches == 1:
+        args = (
+            q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
+            ssm_state_indices, write_pos, force, *scalars, *flags, ring_block(L), *flush_args,
+        )  # fmt: skip
+        return [Launch("fused", _replayssm_fused_body, config, args)]
+    # Launch 1 (K side): the ring scalars, e^Gamma alpha q and k, and q . k per (row, head); appends k, g.
+    f32 = {"device": mixed_qkv.device, "dtype": torch.float32}
+    coef, xs, qk = torch.empty(B, HV, 2, L, **f32), torch.empty(B, HV, 2, K, **f32), torch.empty(B, HV, **f32)
+    weights_args = (
+        q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
+        coef, xs, qk, *scalars, *flags, min(ring_block(L), options["weights_tile"]),
+    )  # fmt: skip
+    weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
+    plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]
+    # Launch 2 (state side): output, d append and, with launches=2, flush rows' checkpoint; with
+    # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint.
+    split = launches == 3
+    u_buf = torch.empty(B, HV, V, **f32) if split else out[:, 0]  # out[:, 0]: a stand-in, never touched
+    once = ring_once(L, options)
+    state_config, flush_config = _state_configs(config, options["k_stages"], split, once)
+    args = (
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, u_buf,
+        out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), once,
+        *flush_args,
+    )  # fmt: skip
+    plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split)))
+    if split:
+        plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, False, True)))
+    return plan
+
+
 def helion_fused_recurrent_kda_replayssm_decode(
     mixed_qkv: torch.Tensor,
     a: torch.Tensor,
@@ -631,58 +740,45 @@ def helion_fused_recurrent_kda_replayssm_decode(
     ``results/bench/NOTES.md``). All are graph-capturable and give the same results up to rounding.
     ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """
-    shapes = validate_replayssm_inputs(
-        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
-        out, ssm_state_indices, write_pos, force_flush, check_values=check_values,
+    plan = replayssm_launches(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
+        ssm_state_indices, write_pos, force_flush, use_qk_l2norm_in_kernel, lower_bound,
+        precision=precision, launches=launches, config=config, check_values=check_values,
     )  # fmt: skip
-    check_kernel_support(shapes, initial_state, out)
-    _check_precision(precision)
-
-    if launches is None:
-        launches = default_launches(shapes.cache_length)
-    if launches not in LAUNCH_KINDS:
-        raise ValueError(
-            "`launches` must be 1 (one fused launch), 2 (ring weights, then state) or 3 (ring weights, "
-            f"state, then the flush rows' checkpoints); got {launches!r}"
-        )
-    kind = LAUNCH_KINDS[launches]
-    config, options = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
-    B, HV, K, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.cache_length
-    q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
-    force = write_pos if force_flush is None else force_flush
-    flags = (bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q)
-    scalars = (float(scale), 0.0 if lower_bound is None else float(lower_bound))
-    flush_args = (ring_chunk(L, options["ring_chunk"]), precision == "precise", min(options["flush_block_k"], K))
-    if launches == 1:
-        kernel = _kernel(_replayssm_fused_body, config)
-        kernel(
-            q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
-            ssm_state_indices, write_pos, force, *scalars, *flags, ring_block(L), *flush_args,
-        )  # fmt: skip
-        return out, initial_state
-    # Launch 1 (K side): e^Gamma alpha and the 2c ring scalars per (row, head); appends k and g.
-    coef = torch.empty(B, HV, 2, L, device=mixed_qkv.device, dtype=torch.float32)
-    decay = torch.empty(B, HV, K, device=mixed_qkv.device, dtype=torch.float32)
-    weights = _kernel(_ring_weights_body, helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1))
-    weights(
-        q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
-        coef, decay, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
-    )  # fmt: skip
-    # Launch 2 (state side): output, d append and, with launches=2, flush rows' checkpoint; with
-    # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint.
-    split = launches == 3
-    u_buf = torch.empty(B, HV, shapes.value_dim, device=mixed_qkv.device, dtype=torch.float32) if split else decay
-    once = ring_once(L, options)
-    state_config, flush_config = _state_configs(config, options["k_stages"], split, once)
-    args = (
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, decay, u_buf, out,
-        ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), once,
-        *flush_args,
-    )  # fmt: skip
-    _kernel(_replayssm_state_body, state_config)(*args, True, not split)
-    if split:
-        _kernel(_replayssm_state_body, flush_config)(*args, False, True)
+    for launch in plan:
+        launch()
     return out, initial_state
+
+
+def standard_launches(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+    lower_bound: float | None = None,
+    *,
+    config: helion.Config | dict | str | None = None,
+    check_values: bool | None = None,
+) -> list[Launch]:
+    """The one launch of a standard decode step, validated and configured but not run."""
+    shapes = validate_decode_inputs(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
+    )
+    check_kernel_support(shapes, initial_state, out)
+    config, _ = _resolve_config(config, "standard", mixed_qkv.device, initial_state.dtype, shapes)
+    q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
+    args = (
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, out, ssm_state_indices,
+        float(scale), 0.0 if lower_bound is None else float(lower_bound),
+        bool(use_qk_l2norm_in_kernel), lower_bound is not None, shapes.heads_per_q,
+    )  # fmt: skip
+    return [Launch("standard", _standard_body, config, args)]
 
 
 def helion_fused_recurrent_kda_packed_decode(
@@ -703,25 +799,21 @@ def helion_fused_recurrent_kda_packed_decode(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard KDA decode (read state, update, write back); same semantics as
     ``replayssm_ref.recurrent_decode_step``. The baseline ReplaySSM is measured against."""
-    shapes = validate_decode_inputs(
-        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
-    )
-    check_kernel_support(shapes, initial_state, out)
-    config, _ = _resolve_config(config, "standard", mixed_qkv.device, initial_state.dtype, shapes)
-    kernel = _kernel(_standard_body, config)
-    q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
-    kernel(
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, out, ssm_state_indices,
-        float(scale), 0.0 if lower_bound is None else float(lower_bound),
-        bool(use_qk_l2norm_in_kernel), lower_bound is not None, shapes.heads_per_q,
+    (launch,) = standard_launches(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+        use_qk_l2norm_in_kernel, lower_bound, config=config, check_values=check_values,
     )  # fmt: skip
+    launch()
     return out, initial_state
 
 
 __all__ = [
     "PRECISIONS",
+    "Launch",
     "default_launches",
     "helion_fused_recurrent_kda_packed_decode",
     "helion_fused_recurrent_kda_replayssm_decode",
+    "replayssm_launches",
     "ring_block",
+    "standard_launches",
 ]

@@ -287,17 +287,20 @@ def launches_markdown(lt: pd.DataFrame, rev: str) -> str:
         f"B={head.batch}, H=HV={head.num_v_heads}, K=V={head.key_dim}, {head.state_dtype} state, "
         f"{head.device}, revision {rev}; µs of device time per step (CUPTI, no CUDA graph).",
         "",
-        "| impl | L | ring weights (launch 1) | state (launch 2) | step total |",
-        "|---|---|---|---|---|",
+        "| impl | L | ring weights (launch 1) | state (launch 2) | flush (launch 3) | step total |",
+        "|---|---|---|---|---|---|",
     ]
+    nan = float("nan")
     for (impl, L), g in lt.groupby(["impl", "cache_length"], sort=False):
         us = g.set_index("kernel").us_per_step
         if impl == "replayssm_helion":
-            w = us.get("ring_weights_body", float("nan"))
-            st = us.get("replayssm_state_body", us.get("replayssm_body", float("nan")))  # renamed after f97265d
-            lines.append(f"| {impl} | {L} | {w:.1f} | {st:.1f} | {us.sum():.1f} |")
+            w = us.get("ring_weights_body", nan)
+            # one state launch (flush rows inside it), or the state (#1) and flush (#2) launches of three
+            st = us.get("replayssm_state_body", us.get("replayssm_state_body#1", us.get("replayssm_body", nan)))
+            flush = f"{us['replayssm_state_body#2']:.1f}" if "replayssm_state_body#2" in us else "in launch 2"
+            lines.append(f"| {impl} | {L} | {w:.1f} | {st:.1f} | {flush} | {us.sum():.1f} |")
         else:
-            lines.append(f"| {impl} | - | - | - | {us.sum():.1f} |")
+            lines.append(f"| {impl} | - | - | - | - | {us.sum():.1f} |")
     return "\n".join(lines)
 
 

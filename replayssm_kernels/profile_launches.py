@@ -5,8 +5,8 @@ inputs, same cursor schedule) for a few flush cycles under ``torch.profiler`` an
 kernel's mean device time per step, so a ReplaySSM step shows its ring-weights launch and its state
 launch separately, beside the standard kernel. Kernel durations come from CUPTI, without CUDA graphs:
 the sum per step is close to, not equal to, the benchmark's graph-timed figure. With three launches
-(the default design from L = 8 on) the state and flush launches run one Helion kernel and so share a
-name: they are reported together, as ``launches_per_step`` 2.
+(the default design from L = 8 on) the state and flush launches run one Helion kernel; they are
+told apart by their order in the step and reported as ``<kernel>#1`` (state) and ``#2`` (flush).
 
     python -m replayssm_kernels.profile_launches --cache-lengths 1 4 16 64 --out results/profile
 """
@@ -29,7 +29,10 @@ CSV_COLUMNS = [
 
 
 def kernel_times(launches, cycles: int) -> dict[str, tuple[float, float]]:
-    """{kernel name: (launches per step, device microseconds per step)} over ``cycles`` runs of ``launches``."""
+    """{kernel: (launches per step, device microseconds per step)} over ``cycles`` runs of ``launches``.
+
+    A kernel that runs several times a step (the state and the flush launch of a three-launch step
+    share one Helion body) is reported once per occurrence, in launch order: ``<name>#1``, ``#2``."""
     from torch.profiler import ProfilerActivity, profile
 
     for f in launches:  # compile and warm up
@@ -40,13 +43,20 @@ def kernel_times(launches, cycles: int) -> dict[str, tuple[float, float]]:
             for f in launches:
                 f()
         torch.cuda.synchronize()
-    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    runs: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> [(start, device us)]
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            totals[event.name][0] += 1
-            totals[event.name][1] += event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time
+            us = event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time
+            runs[event.name].append((event.time_range.start, us))
     steps = cycles * len(launches)
-    return {name: (n / steps, us / steps) for name, (n, us) in totals.items()}
+    times = {}
+    for name, events in runs.items():
+        events.sort()
+        per_step = len(events) // steps if len(events) % steps == 0 else 1
+        for r in range(per_step):
+            mine = events[r::per_step]
+            times[name if per_step == 1 else f"{name}#{r + 1}"] = (len(mine) / steps, sum(us for _, us in mine) / steps)
+    return times
 
 
 def main(argv=None) -> int:

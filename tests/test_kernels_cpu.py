@@ -66,6 +66,24 @@ def test_state_launch_streams_the_checkpoint_in_K_chunks(L, precision, launches,
     assert r.natural_flushes + r.forced_flushes > 0
 
 
+@pytest.mark.parametrize("weights_tile", [1, 2, 4])
+@pytest.mark.parametrize("launches", [2, 3], ids=["two_launch", "split"])
+@pytest.mark.parametrize("L", [5, 8])
+def test_ring_weights_scan_across_tiles(L, launches, weights_tile):
+    """Launch 1 reads the ring in tiles of ``weights_tile`` positions, newest first: the suffix sums
+    carried across tiles, tiles past the cursor skipped, a last tile that runs past the ring (L = 5)
+    masked; every cursor 0..L-1 is reached, with forced flushes among them."""
+    p = Problem(3, 2, 4, 16, 16, L)
+    config = {"block_sizes": [8, 8], "num_warps": 1, "num_stages": 1, "weights_tile": weights_tile}
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
+    r = run_sequence(
+        p, steps=2 * L + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE, p_force=0.2, seed=L + weights_tile,
+        check_materialized=True,
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok
+    assert r.max_rel <= 1e-5, (r.max_out_rel, r.max_state_rel)
+
+
 _PIPELINED_LOOPS = """
 import json, re, sys, torch
 from replayssm_kernels.inspect_codegen import generated_source
@@ -73,7 +91,7 @@ found = {}
 for kind in ("state", "state_split", "flush"):
     for prefetch in (0, 1):
         extra = {"k_stages": 3, "ring_prefetch": prefetch}
-        source, _ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra, block_k=32)
+        source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra, block_k=32)
         found[f"{kind}/{prefetch}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
 print(json.dumps(found))
 """
