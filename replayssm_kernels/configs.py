@@ -62,10 +62,11 @@ def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict
 # Entries that are not ``helion.Config`` fields but choices baked into the kernel as constexprs.
 KERNEL_OPTIONS = {
     "ring_tile": 16,  # two-launch state kernel: most ring positions of d per device-loop iteration
-    "ring_chunk": 8,  # flush (and the fused kernel's): most ring positions per unrolled chunk
+    "ring_chunk": 8,  # ring-weights launch and flush: most ring positions per unrolled chunk
     "prep_warps": 1,  # two- and three-launch: warps of launch 1 (the per-(row, head) ring weights)
-    "weights_tile": 16,  # launch 1: most ring positions per tile of its scan
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
+    "flush_block_v": 0,  # three-launch: the flush launch's V tile (0: the state launch's)
+    "flush_warps": 0,  # three-launch: the flush launch's warps (0: the state launch's)
     "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)

@@ -11,9 +11,8 @@ ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two m
 and everything but ``S0`` and ``d`` lives on the K side. Three designs compute it (``launches=``;
 the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the two on the H200):
 
-* Two launches. ``_ring_weights_body``, one program per (row, value head), reads the live ``kappa`` /
-  ``gamma`` entries once, as ``[WB, K]`` tiles newest first (a reverse scan within a tile gives the
-  suffix sums ``W_i``), and writes to small scratch buffers the 2c scalars ``(W_i alpha kappa_i) . x``
+* Two launches. ``_ring_weights_body``, one warp per (row, value head), walks the live ``kappa`` /
+  ``gamma`` entries once, newest first, and writes to small scratch buffers the 2c scalars ``(W_i alpha kappa_i) . x``
   and the two K-vectors ``e^Gamma alpha x`` (x = q, k, normalised and scaled) with ``q . k``; it
   appends ``k`` and ``g``. ``_replayssm_state_body``, one program per (row, value head, V tile), is
   then the checkpoint tile's two mat-vecs with those vectors plus one ``[c, BV]`` tile of ``d`` times
@@ -290,7 +289,7 @@ def _ring_weights_body(
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,
-    WB: hl.constexpr,  # ring positions per tile of the scan
+    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
 ) -> torch.Tensor:
     """Launch 1 of a two- or three-launch ReplaySSM step, one program per (row, value head): everything
     on the K side.
@@ -304,7 +303,6 @@ def _ring_weights_body(
     K = hl.specialize(q_view.size(2))
     HV = a3.size(1)
     L = hl.specialize(g_cache.size(2))
-    NT = (L + WB - 1) // WB  # tiles of WB ring positions
     for tile_b, tile_j in hl.tile([B, HV], block_size=[1, 1]):
         row = tile_b.begin
         j = tile_j.begin
@@ -314,27 +312,21 @@ def _ring_weights_body(
             q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
             scale, lower_bound, USE_L2NORM, BOUNDED,
         )  # fmt: skip
-        # W_i = exp(sum_{i<m<c} gamma_m), the suffix sums of the log-decays, one [WB, K] tile of the ring
-        # at a time, the newest tile first (tiles starting at or past c are skipped): within a tile a
-        # reverse scan of gamma shifted by one position (loaded at i + 1) gives the sum over the later
-        # entries of the tile directly, with no subtraction, and `newer` carries the sum over the newer
-        # tiles. Positions >= c load nothing: stale (even NaN) ring data never enters.
+        # Newest entry first, one entry at a time (CH per unrolled chunk, so their loads issue together):
+        # the suffix sums W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation and no
+        # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing.
+        # (Reading the ring as [16, K] tiles with a reverse scan instead ran this launch at half the
+        # speed on the H200: run 23 in results/bench/NOTES.md.)
         alpha = torch.exp(g)
-        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the newer tiles' entries
-        cols = hl.arange(K)  # a vector, not `:`: Helion 1.5's masked load mishandles `:` after a vector index
-        for tile_t in hl.tile((NT * WB - c) // WB, NT, block_size=1):
-            start = (NT - 1 - tile_t.begin) * WB
-            ring = start + hl.arange(WB)
-            live = ring < c
-            later = (ring + 1 < c) & (ring + 1 < start + WB)  # position i + 1 is live and in this tile
-            kappa = hl.load(k_cache, [slot, h, ring, cols], extra_mask=live[None, :, None])  # [1, WB, K]
-            gamma = hl.load(g_cache, [slot, j, ring, cols], extra_mask=live[None, :, None])
-            gamma_next = hl.load(g_cache, [slot, j, ring + 1, cols], extra_mask=later[None, :, None])
-            suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]
-            m = torch.exp(suffix) * kappa.to(torch.float32) * alpha[None, None, :]  # W_i alpha kappa_i
-            hl.store(coef, [tile_b, j, 0, ring], (m * q[None, None, :]).sum(2), extra_mask=live[None, :])
-            hl.store(coef, [tile_b, j, 1, ring], (m * k[None, None, :]).sum(2), extra_mask=live[None, :])
-            newer = newer + gamma.sum(1)
+        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the entries already seen
+        for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+            for t in hl.static_range(CH):
+                i = L - 1 - tile_f.begin * CH - t
+                kappa, gamma = _ring_key(k_cache, g_cache, slot, h, j, i, c, tile_b, slice(None), K)
+                m = torch.exp(newer) * kappa * alpha[None, :]  # W_i alpha kappa_i
+                hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
+                hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
+                newer = newer + gamma
         decay = torch.exp(newer + g[None, :])  # e^Gamma alpha: newer = Gamma now
         xs[tile_b, j, 0, :] = decay * q[None, :]
         xs[tile_b, j, 1, :] = decay * k[None, :]
@@ -585,16 +577,21 @@ def ring_once(cache_length: int, options: dict) -> bool:
 
 
 def _state_configs(
-    config: helion.Config, k_stages: int, split: bool, ring_once: bool = False
+    config: helion.Config, options: dict, split: bool, ring_once: bool = False
 ) -> tuple[helion.Config, helion.Config]:
     """(state launch, flush launch) configs from one table entry. ``k_stages > 1`` pipelines the state
-    launch's loop over checkpoint K chunks that deep; the flush launch has other loops, so it takes the
-    entry without its ``range_*`` lists."""
+    launch's loop over checkpoint K chunks that deep; the flush launch of a split step has other loops,
+    so it takes the entry without its ``range_*`` lists, with its own V tile and warps where the
+    options ``flush_block_v`` / ``flush_warps`` set them (0: the state launch's)."""
     fields = {k: v for k, v in dict(config).items() if not k.startswith("range_")}
+    if options["flush_block_v"]:
+        fields["block_sizes"] = [options["flush_block_v"], *fields["block_sizes"][1:]]
+    if options["flush_warps"]:
+        fields["num_warps"] = options["flush_warps"]
     state = dict(config)
-    if k_stages > 1:
+    if options["k_stages"] > 1:
         stages = [0] * (_STATE_LOOPS[not split] - ring_once)
-        stages[2 - ring_once] = k_stages
+        stages[2 - ring_once] = options["k_stages"]
         state["range_num_stages"] = stages
     return helion.Config(**state), helion.Config(**fields)
 
@@ -665,6 +662,7 @@ def replayssm_launches(
     kind = LAUNCH_KINDS[launches]
     config, options = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
     B, HV, K, V, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.value_dim, shapes.cache_length
+    options["flush_block_v"] = min(options["flush_block_v"], V)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     force = write_pos if force_flush is None else force_flush
     flags = (bool(use_qk_l2norm_in_kernel), lower_bound is not None, force_flush is not None, shapes.heads_per_q)
@@ -681,7 +679,7 @@ def replayssm_launches(
     coef, xs, qk = torch.empty(B, HV, 2, L, **f32), torch.empty(B, HV, 2, K, **f32), torch.empty(B, HV, **f32)
     weights_args = (
         q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
-        coef, xs, qk, *scalars, *flags, min(ring_block(L), options["weights_tile"]),
+        coef, xs, qk, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
     )  # fmt: skip
     weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
     plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]
@@ -690,7 +688,7 @@ def replayssm_launches(
     split = launches == 3
     u_buf = torch.empty(B, HV, V, **f32) if split else out[:, 0]  # out[:, 0]: a stand-in, never touched
     once = ring_once(L, options)
-    state_config, flush_config = _state_configs(config, options["k_stages"], split, once)
+    state_config, flush_config = _state_configs(config, options, split, once)
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, u_buf,
         out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), once,

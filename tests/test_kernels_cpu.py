@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 
+import helion
 import pytest
 import torch
 
@@ -66,19 +67,40 @@ def test_state_launch_streams_the_checkpoint_in_K_chunks(L, precision, launches,
     assert r.natural_flushes + r.forced_flushes > 0
 
 
-@pytest.mark.parametrize("weights_tile", [1, 2, 4])
+@pytest.mark.parametrize("ring_chunk", [1, 2, 4])
 @pytest.mark.parametrize("launches", [2, 3], ids=["two_launch", "split"])
-@pytest.mark.parametrize("L", [5, 8])
-def test_ring_weights_scan_across_tiles(L, launches, weights_tile):
-    """Launch 1 reads the ring in tiles of ``weights_tile`` positions, newest first: the suffix sums
-    carried across tiles, tiles past the cursor skipped, a last tile that runs past the ring (L = 5)
-    masked; every cursor 0..L-1 is reached, with forced flushes among them."""
+@pytest.mark.parametrize("L", [6, 8])
+def test_ring_walk_in_unrolled_chunks(L, launches, ring_chunk):
+    """Launch 1 and the flush walk the ring newest first in unrolled chunks of ``ring_chunk`` positions
+    (L = 6 takes at most 2): the walk starts at the chunk holding c - 1, carries the suffix sums
+    across chunks and reads nothing at or past the cursor; every cursor 0..L-1 is reached, with forced
+    flushes among them."""
     p = Problem(3, 2, 4, 16, 16, L)
-    config = {"block_sizes": [8, 8], "num_warps": 1, "num_stages": 1, "weights_tile": weights_tile}
+    config = {"block_sizes": [8, 8], "num_warps": 1, "num_stages": 1, "ring_chunk": ring_chunk}
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
     r = run_sequence(
-        p, steps=2 * L + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE, p_force=0.2, seed=L + weights_tile,
+        p, steps=2 * L + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE, p_force=0.2, seed=L + ring_chunk,
         check_materialized=True,
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok
+    assert r.max_rel <= 1e-5, (r.max_out_rel, r.max_state_rel)
+
+
+@pytest.mark.parametrize("precision", ["fast", "precise"])
+@pytest.mark.parametrize("flush", [dict(flush_block_v=16, flush_warps=2), dict(flush_block_v=4, flush_block_k=32)])
+def test_flush_launch_with_its_own_tile(flush, precision):
+    """A split step whose flush launch tiles V (and K) differently from its state launch."""
+    from replayssm_kernels.kda_decode import KERNEL_OPTIONS, _state_configs
+
+    config = {"block_sizes": [8, 8], "num_warps": 1, "num_stages": 1, "k_stages": 2, **flush}
+    state, flush_cfg = _state_configs(helion.Config(block_sizes=[8, 8], num_warps=1), KERNEL_OPTIONS | config, True)
+    assert flush_cfg.block_sizes[0] == flush["flush_block_v"] and state.block_sizes == [8, 8]
+    assert flush_cfg.num_warps == flush.get("flush_warps", 1) and "range_num_stages" not in dict(flush_cfg)
+    p = Problem(3, 2, 4, 32, 16, 4)
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision=precision, launches=3, config=config)
+    r = run_sequence(
+        p, steps=2 * p.cache_length + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE, p_force=0.3,
+        seed=3, check_materialized=True,
     )  # fmt: skip
     assert not r.nonfinite and r.untouched_ok
     assert r.max_rel <= 1e-5, (r.max_out_rel, r.max_state_rel)

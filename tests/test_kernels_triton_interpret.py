@@ -40,10 +40,10 @@ def test_generated_state_code_in_K_chunks(launches, ring_prefetch):
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
 
-def test_generated_ring_weights_scan_across_tiles():
-    """Launch 1's scan over several ring tiles (carry, skipped tiles, a masked last tile), generated code."""
-    p = Problem(2, 1, 2, 16, 16, 3)
-    config = {"block_sizes": [8, 16], "num_warps": 1, "num_stages": 1, "weights_tile": 2}
+def test_generated_ring_walk_in_chunks():
+    """Launch 1's and the flush's ring walk over several unrolled chunks, generated code."""
+    p = Problem(2, 1, 2, 16, 16, 4)
+    config = {"block_sizes": [8, 16], "num_warps": 1, "num_stages": 1, "ring_chunk": 2}
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=3, config=config)
     r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=5)
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
