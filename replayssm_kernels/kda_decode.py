@@ -283,6 +283,7 @@ def _ring_weights_body(
     coef: torch.Tensor,  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
     xs: torch.Tensor,  # [B, HV, 2, K] fp32, written: e^Gamma alpha q and e^Gamma alpha k
     qk: torch.Tensor,  # [B, HV] fp32, written: q . k (the current token's own term)
+    decay: torch.Tensor,  # [B, HV, K] fp32, written: e^Gamma alpha (for the flush rows' rebuild)
     scale: float,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
@@ -327,9 +328,10 @@ def _ring_weights_body(
                 hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
                 hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
                 newer = newer + gamma
-        decay = torch.exp(newer + g[None, :])  # e^Gamma alpha: newer = Gamma now
-        xs[tile_b, j, 0, :] = decay * q[None, :]
-        xs[tile_b, j, 1, :] = decay * k[None, :]
+        decay_alpha = torch.exp(newer + g[None, :])  # e^Gamma alpha: newer = Gamma now
+        decay[tile_b, j, :] = decay_alpha
+        xs[tile_b, j, 0, :] = decay_alpha * q[None, :]
+        xs[tile_b, j, 1, :] = decay_alpha * k[None, :]
         qk[tile_b, j] = (q * k).sum(0)[None]
         # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head.
         if valid & ~flush:
@@ -355,6 +357,7 @@ def _replayssm_state_body(
     coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
     xs: torch.Tensor,  # [B, HV, 2, K] from launch 1: e^Gamma alpha q, e^Gamma alpha k
     qk: torch.Tensor,  # [B, HV] from launch 1: q . k
+    decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
     u_buf: torch.Tensor,  # [B, HV, V] fp32: flush rows' u, from the state launch to the flush launch
     out: torch.Tensor,  # [B, 1, HV, V]
     ssm_state_indices: torch.Tensor,  # [B]
@@ -453,9 +456,9 @@ def _replayssm_state_body(
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                         S = S * alpha_c[None, None, :]
-                    else:  # closed form, newest to oldest: sum_i d_i (W_i alpha kappa_i)^T + S0 e^Gamma alpha
-                        S0 = S
-                        S = hl.zeros([tile_b, tile_v, tile_fk], dtype=torch.float32)
+                    else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
+                        # (S0 scaled first: keeping it apart until the end costs ~40 registers, run 24)
+                        S = S * decay[tile_b, j, tile_fk][:, None, :]
                         w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
                         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
                             for t in hl.static_range(CH):
@@ -466,7 +469,6 @@ def _replayssm_state_body(
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
                                 w_alpha = w_alpha * torch.exp(gamma_f)
-                        S = S + S0 * w_alpha[:, None, :]  # w_alpha = e^Gamma alpha now
                     S = S + u[None, :, None] * k_c[None, None, :]
                     initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)
 
@@ -674,12 +676,14 @@ def replayssm_launches(
             ssm_state_indices, write_pos, force, *scalars, *flags, ring_block(L), *flush_args,
         )  # fmt: skip
         return [Launch("fused", _replayssm_fused_body, config, args)]
-    # Launch 1 (K side): the ring scalars, e^Gamma alpha q and k, and q . k per (row, head); appends k, g.
+    # Launch 1 (K side): the ring scalars, e^Gamma alpha (also times q and k) and q . k per (row, head);
+    # appends k and g.
     f32 = {"device": mixed_qkv.device, "dtype": torch.float32}
     coef, xs, qk = torch.empty(B, HV, 2, L, **f32), torch.empty(B, HV, 2, K, **f32), torch.empty(B, HV, **f32)
+    decay = torch.empty(B, HV, K, **f32)
     weights_args = (
         q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
-        coef, xs, qk, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
+        coef, xs, qk, decay, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
     )  # fmt: skip
     weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
     plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]
@@ -690,9 +694,9 @@ def replayssm_launches(
     once = ring_once(L, options)
     state_config, flush_config = _state_configs(config, options, split, once)
     args = (
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, u_buf,
-        out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]), once,
-        *flush_args,
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, decay,
+        u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]),
+        once, *flush_args,
     )  # fmt: skip
     plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split)))
     if split:
