@@ -296,7 +296,7 @@ def launches_markdown(lt: pd.DataFrame, rev: str) -> str:
         if impl == "replayssm_helion":
             w = us.get("ring_weights_body", nan)
             # one state launch (flush rows inside it), or the state (#1) and flush (#2) launches of three
-            st = us.get("replayssm_state_body", us.get("replayssm_state_body#1", us.get("replayssm_body", nan)))
+            st = us.get("replayssm_state_body", us.get("replayssm_state_body#1", nan))
             flush = f"{us['replayssm_state_body#2']:.1f}" if "replayssm_state_body#2" in us else "in launch 2"
             lines.append(f"| {impl} | {L} | {w:.1f} | {st:.1f} | {flush} | {us.sum():.1f} |")
         else:
