@@ -8,12 +8,19 @@ the sum per step is close to, not equal to, the benchmark's graph-timed figure. 
 (the default design from L = 8 on) the state and flush launches run one Helion kernel; they are
 told apart by their order in the step and reported as ``<kernel>#1`` (state) and ``#2`` (flush).
 
+``--isolated`` times each launch of a step alone instead, under a CUDA graph (one graph per launch,
+rotated over the slot sets), with the cursors of ``--cursors``: ``steady`` (the benchmark's staggered
+schedule), ``none`` (every cursor 0: no row flushes, so a flush launch's programs all exit after the
+row setup) or ``all`` (every cursor L - 1: every row flushes). It writes ``launch_isolated.csv``.
+
     python -m replayssm_kernels.profile_launches --cache-lengths 1 4 16 64 --out results/profile
+    python -m replayssm_kernels.profile_launches --isolated --cursors steady none all --cache-lengths 16
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -59,6 +66,63 @@ def kernel_times(launches, cycles: int) -> dict[str, tuple[float, float]]:
     return times
 
 
+CURSOR_MODES = ("steady", "none", "all")
+
+
+def isolated_times(work, mode: str, precision: str = "fast") -> dict[str, float]:
+    """{launch name: graph-timed microseconds per launch} for each launch of a ReplaySSM step run alone,
+and ``"step"``: the whole step, graph-timed the same way.
+
+    The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
+    and every launch runs once in order first, so each one's inputs (launch 1's scratch buffers) are
+    real; then each launch kind is captured alone, all its copies in one graph."""
+    from .kda_decode import replayssm_launches
+    from .bench import time_graph
+
+    case, w = work.case, work.weights
+    L = case.cache_length
+    fixed = {"none": 0, "all": L - 1}
+    plans = []
+    for idx, t in itertools.product(work.indices, range(L)):
+        wp = work.cursors[t] if mode == "steady" else torch.full_like(work.cursors[t], fixed[mode])
+        mixed, a, b = work.tokens[t]
+        plans.append(
+            replayssm_launches(
+                mixed, a, b, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache,
+                work.out, idx, wp, None, True, None, precision=precision, check_values=False,
+            )
+        )  # fmt: skip
+    for plan in plans:
+        for launch in plan:
+            launch()
+    times = {plan_launch.name: time_graph([p[i] for p in plans])[0] for i, plan_launch in enumerate(plans[0])}
+    times["step"] = time_graph([launch for p in plans for launch in p])[0] * len(plans[0])
+    return times
+
+
+def _isolated_main(args, device, props, l2) -> int:
+    import pandas as pd
+
+    from .envinfo import write_env_json
+
+    rows = []
+    for (sd, cd), L, mode in itertools.product(args.dtype_pairs, args.cache_lengths, args.cursors):
+        case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
+        work = Workload(case, _slot_sets(case, l2, 4), device)
+        for name, us in isolated_times(work, mode).items():
+            rows.append({"cache_length": L, "state_dtype": sd, "cache_dtype": cd, "cursors": mode, "launch": name,
+                         "us_per_launch": us, "batch": case.batch, "num_v_heads": case.num_v_heads,
+                         "key_dim": case.key_dim, "device": props.name})  # fmt: skip
+            print(f"L={L:<3d} {sd}/{cd} cursors={mode:6s} {name:14s} {us:8.2f} us", flush=True)
+        del work
+        torch.cuda.empty_cache()
+    args.out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(args.out / "launch_isolated.csv", index=False)
+    write_env_json(args.out / "env_isolated.json", config={k: str(v) for k, v in vars(args).items()})
+    print(f"wrote {args.out / 'launch_isolated.csv'} ({len(rows)} rows)")
+    return 0
+
+
 def main(argv=None) -> int:
     import pandas as pd
 
@@ -72,6 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16")])
     ap.add_argument("--cycles", type=int, default=3, help="flush cycles profiled per case")
     ap.add_argument("--out", type=Path, default=Path("results/profile"))
+    ap.add_argument("--isolated", action="store_true", help="time each launch alone under a CUDA graph")
+    ap.add_argument("--cursors", nargs="+", choices=CURSOR_MODES, default=["steady"], help="with --isolated")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("profiling needs a CUDA GPU", file=sys.stderr)
@@ -79,6 +145,8 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     props = torch.cuda.get_device_properties(device)
     l2 = getattr(props, "L2_cache_size", 50 << 20)
+    if args.isolated:
+        return _isolated_main(args, device, props, l2)
     rows = []
     for (sd, cd), L in [(p, L) for p in args.dtype_pairs for L in args.cache_lengths]:
         case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
