@@ -374,6 +374,8 @@ def _replayssm_state_body(
     CH: hl.constexpr,  # ring positions per unrolled chunk of a flush (divides L)
     PRECISE: hl.constexpr,  # flush by the sequential fold instead of the closed form
     FK: hl.constexpr,  # K channels per step of the flush
+    TILES: hl.constexpr,  # closed form by [FW, FK] ring tiles: a reverse scan, then a dot with d
+    FW: hl.constexpr,  # ring positions per tile with TILES (16 or more: a dot's smallest side)
     STATE: hl.constexpr,  # steps 1, 2 and 4: the output and the d append
     FLUSH: hl.constexpr,  # step 3: flush rows' checkpoint write
 ) -> torch.Tensor:
@@ -388,6 +390,7 @@ def _replayssm_state_body(
     L = hl.specialize(d_cache.size(2))
     block_v = hl.register_block_size(V)
     block_k = hl.register_block_size(K)  # the checkpoint's K chunk in the state launch
+    NT = (L + FW - 1) // FW  # ring tiles of a TILES flush
     for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
         row = tile_b.begin
         j = tile_j.begin
@@ -456,6 +459,27 @@ def _replayssm_state_body(
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                         S = S * alpha_c[None, None, :]
+                    elif TILES:  # the closed form below, a [FW, FK] tile of the ring at a time, newest first
+                        # W_i alpha kappa_i for a whole tile from one reverse scan of gamma shifted by one
+                        # position (as in the reference's suffix sums: no subtraction), `newer` carrying
+                        # the sum over the newer tiles; then the tile's sum_i d_i (...)^T is one
+                        # [BV, FW] x [FW, FK] dot. Its loads are independent of the running sum, so a
+                        # flush row's program has a whole tile in flight instead of CH positions.
+                        S = S * decay[tile_b, j, tile_fk][:, None, :]
+                        newer = hl.zeros([tile_b, tile_fk], dtype=torch.float32)  # sum of gamma over newer tiles
+                        for tile_t in hl.tile((NT * FW - c) // FW, NT, block_size=1):
+                            start = (NT - 1 - tile_t.begin) * FW
+                            ring = start + hl.arange(FW)
+                            live = ring < c  # positions >= c load nothing: stale (even NaN) entries never enter
+                            later = (ring + 1 < c) & (ring + 1 < start + FW)  # i + 1 is live and in this tile
+                            kappa = hl.load(k_cache, [slot, h, ring, tile_fk], extra_mask=live[None, :, None])
+                            gamma = hl.load(g_cache, [slot, j, ring, tile_fk], extra_mask=live[None, :, None])
+                            gamma_next = hl.load(g_cache, [slot, j, ring + 1, tile_fk], extra_mask=later[None, :, None])
+                            d_t = hl.load(d_cache, [slot, j, ring, tile_v], extra_mask=live[None, :, None])
+                            suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]  # [1, FW, FK]
+                            w = torch.exp(suffix) * kappa.to(torch.float32) * alpha_c[None, None, :]  # W_i alpha kappa
+                            S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+                            newer = newer + gamma.sum(1)
                     else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
                         # (S0 scaled first: keeping it apart until the end took the two-launch state kernel from
                         # 128 to 181 registers, run 24)
@@ -479,6 +503,94 @@ def _replayssm_state_body(
                 for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
                     d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
     return out
+
+
+def _flush_rows_body(
+    k_view: torch.Tensor,  # [B, H, K]
+    a3: torch.Tensor,  # [B, HV, K]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K]
+    d_cache: torch.Tensor,  # [slots, HV, L, V]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
+    u_buf: torch.Tensor,  # [B, HV, V] fp32 from the state launch: the flush rows' u
+    programs: torch.Tensor,  # [P]: only its length is read, the number of programs
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor,  # [B] int32 (write_pos as a stand-in when HAS_FORCE is False)
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+    HAS_FORCE: hl.constexpr,
+    HPQ: hl.constexpr,
+    FK: hl.constexpr,  # K channels per step
+    FW: hl.constexpr,  # ring positions per tile (16 or more: a dot's smallest side)
+    BV: hl.constexpr,  # V channels per work item
+    BB: hl.constexpr,  # the batch rounded up to a power of two
+) -> torch.Tensor:
+    """Launch 3 of a three-launch step over the flush rows only: ``P`` programs share the work items
+    (flush row, value head, V tile) of this step, item ``t`` going to program ``t % P``.
+
+    The rows that flush are device values, so the grid cannot be sized by them (a step stays one CUDA
+    graph); a grid over every row spends most of its programs on rows that then do nothing. Here each
+    program ranks the flushing rows itself (a cumsum over the batch's flags: ``BB`` integers), and
+    the r-th flushing row is the number of rows whose running count is at most r. An item is the
+    closed form by ring tiles of ``_replayssm_state_body``'s ``TILES`` flush."""
+    B = write_pos.size(0)
+    K = hl.specialize(k_view.size(2))
+    HV = a3.size(1)
+    V = hl.specialize(u_buf.size(2))
+    L = hl.specialize(d_cache.size(2))
+    P = programs.size(0)
+    NV = (V + BV - 1) // BV
+    NT = (L + FW - 1) // FW
+    for tile_p in hl.tile(P, block_size=1):
+        rows = hl.arange(BB)
+        in_batch = rows < B
+        slots = hl.load(ssm_state_indices, [rows], extra_mask=in_batch)
+        flush = in_batch & (slots >= 0) & (hl.load(write_pos, [rows], extra_mask=in_batch) == L - 1)
+        if HAS_FORCE:
+            flush = flush | (in_batch & (slots >= 0) & (hl.load(force_flush, [rows], extra_mask=in_batch) != 0))
+        count = hl.cumsum(flush.to(torch.int32), 0)  # [BB]: flushing rows up to and including each row
+        items = flush.to(torch.int32).sum(0) * (HV * NV)
+        for tile_t in hl.tile(0, (items - tile_p.begin + P - 1) // P, block_size=1):
+            t = tile_p.begin + tile_t.begin * P
+            r = t // (HV * NV)  # rank of the item's row among the flushing rows
+            j = (t // NV) % HV
+            h = j // HPQ
+            row = (count[None, :] <= r).to(torch.int32).sum(1).to(torch.int32)  # [1]: a vector index (_slot_rows)
+            slot = hl.load(ssm_state_indices, [row])
+            c = hl.load(write_pos, [row])  # [1]
+            cols = (t % NV) * BV + hl.arange(BV)
+            in_v = cols < V
+            u = hl.load(u_buf, [row, j, cols], extra_mask=in_v[None, :])  # [1, BV]
+            k_full = hl.load(k_view, [row, h, hl.arange(K)]).to(torch.float32)  # [1, K]
+            k_scale = _l2_scale(k_full.sum(0), USE_L2NORM)
+            for tile_fk in hl.tile(K, block_size=FK):
+                S = hl.load(initial_state, [slot, j, cols, tile_fk], extra_mask=in_v[None, :, None]).to(torch.float32)
+                S = S * decay[row, j, tile_fk][:, None, :]  # [1, BV, FK]
+                alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
+                newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
+                for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first; positions >= c load nothing
+                    start = (NT - 1 - tile_w.begin) * FW
+                    ring = start + hl.arange(FW)
+                    live = ring[None, :] < c[:, None]  # [1, FW]
+                    later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
+                    kappa = hl.load(k_cache, [slot, h, ring, tile_fk], extra_mask=live[:, :, None])
+                    gamma = hl.load(g_cache, [slot, j, ring, tile_fk], extra_mask=live[:, :, None])
+                    gamma_next = hl.load(g_cache, [slot, j, ring + 1, tile_fk], extra_mask=later[:, :, None])
+                    d_t = hl.load(d_cache, [slot, j, ring, cols], extra_mask=live[:, :, None] & in_v[None, None, :])
+                    suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]  # [1, FW, FK]
+                    w = torch.exp(suffix) * kappa.to(torch.float32) * alpha_c[:, None, :]  # W_i alpha kappa_i
+                    S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+                    newer = newer + gamma.sum(1)
+                k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
+                S = S + u[:, :, None] * k_c[:, None, :]
+                out_mask = in_v[None, :, None]
+                hl.store(initial_state, [slot, j, cols, tile_fk], S.to(initial_state.dtype), extra_mask=out_mask)
+    return u_buf
 
 
 def _standard_body(
@@ -534,7 +646,8 @@ def _kernel(body, config: helion.Config | None):
     """The Helion kernel for ``body`` with a fixed config; ``None`` (tuning only) lets Helion autotune."""
     key = (body.__name__, None if config is None else repr(config))
     if key not in _KERNELS:
-        kwargs = {"static_shapes": False, "dot_precision": "tf32"}
+        # ieee: the one dot (a flush by ring tiles) builds the checkpoint, so no TF32 rounding in it
+        kwargs = {"static_shapes": False, "dot_precision": "ieee"}
         if config is not None:
             kwargs["config"] = config
         _KERNELS[key] = helion.kernel(**kwargs)(body)
@@ -577,6 +690,20 @@ def ring_once(cache_length: int, options: dict) -> bool:
     """Whether the state kernel loads the ring as one tile beside the checkpoint (``ring_prefetch``
     and a ring that fits one ``ring_tile``) instead of walking it in a loop before it."""
     return bool(options["ring_prefetch"]) and ring_block(cache_length) <= options["ring_tile"]
+
+
+DOT_MIN = 16  # the smallest side of a Triton dot
+
+
+def flush_ring_tile(cache_length: int, options: dict, block_v: int, flush_block_k: int) -> int:
+    """Ring positions per tile of a flush by tiles (``flush_tiles``), or 0 for the walk.
+
+    A tile is a dot's inner side, so it has at least ``DOT_MIN`` positions (masked past the ring) and
+    needs V and K tiles that wide; narrower flush tiles keep the walk."""
+    most = options["flush_tiles"]
+    if not most or block_v < DOT_MIN or flush_block_k < DOT_MIN:
+        return 0
+    return max(DOT_MIN, min(most, ring_block(cache_length)))
 
 
 def _state_configs(
@@ -694,13 +821,24 @@ def replayssm_launches(
     u_buf = torch.empty(B, HV, V, **f32) if split else out[:, 0]  # out[:, 0]: a stand-in, never touched
     once = ring_once(L, options)
     state_config, flush_config = _state_configs(config, options, split, once)
+    fw = flush_ring_tile(L, options, (flush_config if split else state_config).block_sizes[0], flush_args[2])
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, decay,
         u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]),
-        once, *flush_args,
+        once, *flush_args, fw > 0 and precision == "fast", max(fw, DOT_MIN),
     )  # fmt: skip
     plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split)))
-    if split:
+    if split and fw and precision == "fast" and options["flush_programs"]:
+        # launch 3 over the flush rows only (see _flush_rows_body)
+        rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
+        rows_args = (
+            k_view, a3, A_log, dt2, initial_state, d_cache, k_cache, g_cache, decay, u_buf,
+            torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8),
+            ssm_state_indices, write_pos, force, scalars[1], *flags, flush_args[2], fw,
+            flush_config.block_sizes[0], ring_block(B),
+        )  # fmt: skip
+        plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args))
+    elif split:
         plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, False, True)))
     return plan
 

@@ -71,13 +71,13 @@ CURSOR_MODES = ("steady", "none", "all")
 
 def isolated_times(work, mode: str, precision: str = "fast") -> dict[str, float]:
     """{launch name: graph-timed microseconds per launch} for each launch of a ReplaySSM step run alone,
-and ``"step"``: the whole step, graph-timed the same way.
+    and ``"step"``: the whole step, graph-timed the same way.
 
-    The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
-    and every launch runs once in order first, so each one's inputs (launch 1's scratch buffers) are
-    real; then each launch kind is captured alone, all its copies in one graph."""
-    from .kda_decode import replayssm_launches
+        The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
+        and every launch runs once in order first, so each one's inputs (launch 1's scratch buffers) are
+        real; then each launch kind is captured alone, all its copies in one graph."""
     from .bench import time_graph
+    from .kda_decode import replayssm_launches
 
     case, w = work.case, work.weights
     L = case.cache_length

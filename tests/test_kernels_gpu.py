@@ -16,9 +16,11 @@ from replayssm_ref.harness import Problem, random_token, random_weights, relativ
 pytestmark = pytest.mark.gpu
 
 
-def _check_against_float64(hv, gqa, L, state_dtype, launches):
+def _check_against_float64(hv, gqa, L, state_dtype, launches, config=None):
     p = Problem(8, hv // gqa, hv, 128, 128, L)
-    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, precision="fast", launches=launches)
+    fn = functools.partial(
+        helion_fused_recurrent_kda_replayssm_decode, precision="fast", launches=launches, config=config
+    )
     r = run_sequence(
         p, steps=3 * L + 2, replay_fn=fn, state_dtype=state_dtype, cache_dtype=torch.bfloat16,
         input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device="cuda", p_force=0.2, seed=L,
@@ -45,6 +47,23 @@ def test_replayssm_matches_float64_reference(hv, gqa, L, state_dtype):
 def test_each_design_matches_float64_reference(launches, L, state_dtype):
     """Every design by name, GQA 2 at HV=32, on both sides of the default's switch."""
     _check_against_float64(32, 2, L, state_dtype, launches)
+
+
+FLUSH_VARIANTS = {
+    "walk": {},
+    "ring_tiles": {"flush_tiles": 16},
+    "flush_rows": {"flush_tiles": 16, "flush_programs": 264},
+}
+
+
+@DTYPES
+@pytest.mark.parametrize("L", [4, 16, 64])
+@pytest.mark.parametrize("flush", list(FLUSH_VARIANTS))
+def test_split_flush_variants_match_float64_reference(flush, L, state_dtype):
+    """The split design's flush launch: the ring walk, ring tiles (a dot), and over flush rows only."""
+    config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "k_stages": 3, "ring_prefetch": 1}
+    config |= {"flush_block_v": 32, "flush_block_k": 32, "flush_warps": 4, **FLUSH_VARIANTS[flush]}
+    _check_against_float64(32, 2, L, state_dtype, 3, config)
 
 
 def test_standard_matches_float64_reference():

@@ -49,6 +49,19 @@ def test_generated_ring_walk_in_chunks():
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
 
+@pytest.mark.parametrize(("launches", "programs"), [(2, 0), (3, 0), (3, 3)], ids=["two_launch", "split", "flush_rows"])
+def test_generated_flush_by_ring_tiles(launches, programs):
+    """The flush by ring tiles (reverse scan + dot), and the flush launch over the flushing rows only
+    (``flush_programs``, split steps), generated code."""
+    p = Problem(3, 1, 2, 16, 16, 4)
+    config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
+    config["flush_programs"] = programs
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
+    r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=6)
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+    assert r.natural_flushes > 0
+
+
 def test_generated_standard_code():
     p = Problem(3, 1, 2, 16, 16, 1)
     r = run_sequence(
