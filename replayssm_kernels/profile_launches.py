@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -69,18 +70,29 @@ def kernel_times(launches, cycles: int) -> dict[str, tuple[float, float]]:
 CURSOR_MODES = ("steady", "none", "all")
 
 
-def isolated_times(work, mode: str, precision: str = "fast") -> dict[str, float]:
+def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None = None) -> dict[str, float]:
     """{launch name: graph-timed microseconds per launch} for each launch of a ReplaySSM step run alone,
     and ``"step"``: the whole step, graph-timed the same way.
 
         The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
         and every launch runs once in order first, so each one's inputs (launch 1's scratch buffers) are
-        real; then each launch kind is captured alone, all its copies in one graph."""
-    from .bench import time_graph
-    from .kda_decode import replayssm_launches
+        real; then each launch kind is captured alone, all its copies in one graph. ``extra`` overrides
+    fields and kernel options of the table's entry for the default design."""
+    from types import SimpleNamespace
+
+    from .bench import DTYPES, time_graph
+    from .configs import DTYPE_NAMES, device_key, lookup, shape_class
+    from .kda_decode import LAUNCH_KINDS, default_launches, replayssm_launches
 
     case, w = work.case, work.weights
     L = case.cache_length
+    config = None
+    if extra:
+        kind = LAUNCH_KINDS[default_launches(L)]
+        shapes = SimpleNamespace(key_dim=case.key_dim, value_dim=case.value_dim, cache_length=L)
+        dtype = DTYPE_NAMES[DTYPES[case.state_dtype]]
+        entry, _ = lookup(kind, device_key(work.device), dtype, shape_class(kind, shapes))
+        config = entry | extra
     fixed = {"none": 0, "all": L - 1}
     plans = []
     for idx, t in itertools.product(work.indices, range(L)):
@@ -89,7 +101,7 @@ def isolated_times(work, mode: str, precision: str = "fast") -> dict[str, float]
         plans.append(
             replayssm_launches(
                 mixed, a, b, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache,
-                work.out, idx, wp, None, True, None, precision=precision, check_values=False,
+                work.out, idx, wp, None, True, None, precision=precision, check_values=False, config=config,
             )
         )  # fmt: skip
     for plan in plans:
@@ -106,18 +118,21 @@ def _isolated_main(args, device, props, l2) -> int:
     from .envinfo import write_env_json
 
     rows = []
-    for (sd, cd), L, mode in itertools.product(args.dtype_pairs, args.cache_lengths, args.cursors):
+    variants = json.loads(args.extra) if args.extra else [{}]
+    args.out.mkdir(parents=True, exist_ok=True)
+    for (sd, cd), L in itertools.product(args.dtype_pairs, args.cache_lengths):
         case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
         work = Workload(case, _slot_sets(case, l2, 4), device)
-        for name, us in isolated_times(work, mode).items():
-            rows.append({"cache_length": L, "state_dtype": sd, "cache_dtype": cd, "cursors": mode, "launch": name,
-                         "us_per_launch": us, "batch": case.batch, "num_v_heads": case.num_v_heads,
-                         "key_dim": case.key_dim, "device": props.name})  # fmt: skip
-            print(f"L={L:<3d} {sd}/{cd} cursors={mode:6s} {name:14s} {us:8.2f} us", flush=True)
+        for (v, extra), mode in itertools.product(enumerate(variants), args.cursors):
+            for name, us in isolated_times(work, mode, extra=extra).items():
+                rows.append({"cache_length": L, "state_dtype": sd, "cache_dtype": cd, "variant": v,
+                             "extra": json.dumps(extra), "cursors": mode, "launch": name, "us_per_launch": us,
+                             "batch": case.batch, "num_v_heads": case.num_v_heads, "key_dim": case.key_dim,
+                             "device": props.name})  # fmt: skip
+                print(f"L={L:<3d} {sd}/{cd} v{v} cursors={mode:6s} {name:14s} {us:8.2f} us", flush=True)
+            pd.DataFrame(rows).to_csv(args.out / "launch_isolated.csv", index=False)  # as it goes
         del work
         torch.cuda.empty_cache()
-    args.out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(args.out / "launch_isolated.csv", index=False)
     write_env_json(args.out / "env_isolated.json", config={k: str(v) for k, v in vars(args).items()})
     print(f"wrote {args.out / 'launch_isolated.csv'} ({len(rows)} rows)")
     return 0
@@ -138,6 +153,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/profile"))
     ap.add_argument("--isolated", action="store_true", help="time each launch alone under a CUDA graph")
     ap.add_argument("--cursors", nargs="+", choices=CURSOR_MODES, default=["steady"], help="with --isolated")
+    ap.add_argument(
+        "--extra", help="with --isolated: a JSON list of overrides of the table's entry, each timed as a variant"
+    )
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("profiling needs a CUDA GPU", file=sys.stderr)
