@@ -43,8 +43,9 @@ cmp -s "$TABLE" "$OUT/tune/previous.json" || python - "$TABLE" "$OUT/tune/previo
 import json, sys
 table, previous, kind = sys.argv[1:]
 new, old = json.load(open(table)), json.load(open(previous))
-keep = {k: v for k, v in old["configs"].items() if not k.startswith(kind + "/")}
-new["configs"] = dict(sorted((keep | new["configs"]).items()))
+# the classes tuned now (and the kind's "*" fallback, from the first length) replace their entries;
+# every other entry, of this kind too (a ring class tuned in an earlier run), is kept
+new["configs"] = dict(sorted((old["configs"] | new["configs"]).items()))
 new["tuned_by"] = f"{kind}: {new['tuned_by']} || the other entries: {old['tuned_by']}"
 json.dump(new, open(table, "w"), indent=1)
 PY
