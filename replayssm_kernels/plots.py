@@ -295,9 +295,11 @@ def launches_markdown(lt: pd.DataFrame, rev: str) -> str:
         us = g.set_index("kernel").us_per_step
         if impl == "replayssm_helion":
             w = us.get("ring_weights_body", nan)
-            # one state launch (flush rows inside it), or the state (#1) and flush (#2) launches of three
+            # one state launch (flush rows inside it), or three launches: the state (#1) and flush (#2)
+            # launches of one body, or the state launch and a flush launch over the flushing rows only
             st = us.get("replayssm_state_body", us.get("replayssm_state_body#1", nan))
-            flush = f"{us['replayssm_state_body#2']:.1f}" if "replayssm_state_body#2" in us else "in launch 2"
+            flush = us.get("replayssm_state_body#2", us.get("flush_rows_body"))
+            flush = "in launch 2" if flush is None else f"{flush:.1f}"
             lines.append(f"| {impl} | {L} | {w:.1f} | {st:.1f} | {flush} | {us.sum():.1f} |")
         else:
             lines.append(f"| {impl} | - | - | - | - | {us.sum():.1f} |")
