@@ -37,7 +37,11 @@ the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the t
 In all, flush rows rebuild the state in fp32, ``FK`` channels of K at a time (re-reading the
 checkpoint tile, so the rarely taken flush branch does not set every program's register budget), by
 the closed form ``S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T`` (``precision="fast"``) or by
-folding the entries oldest to newest, the recurrence's own order (``"precise"``).
+folding the entries oldest to newest, the recurrence's own order (``"precise"``). The closed form
+either walks the ring CH entries at a time or (the ``flush_tiles`` option) takes it a ``[FW, FK]``
+tile at a time: a reverse scan gives the tile's ``W_i``, and one fp32 dot adds its ``d_i`` terms.
+With ``flush_programs`` a split step's flush launch is ``_flush_rows_body``: a fixed number of
+programs sharing the flushing rows' work, instead of a program per row that mostly exits at once.
 
 Nothing branches on the host: cursors, flushes and padding are device values, so a step can be
 captured in a CUDA graph and replayed with new cursors.
@@ -467,15 +471,18 @@ def _replayssm_state_body(
                         # flush row's program has a whole tile in flight instead of CH positions.
                         S = S * decay[tile_b, j, tile_fk][:, None, :]
                         newer = hl.zeros([tile_b, tile_fk], dtype=torch.float32)  # sum of gamma over newer tiles
+                        # (names of their own: `ring` and `live` above are the RING_ONCE tile's, and a
+                        # loop may not rebind a name to another shape; _flush_rows_body has the same loop)
                         for tile_t in hl.tile((NT * FW - c) // FW, NT, block_size=1):
                             start = (NT - 1 - tile_t.begin) * FW
-                            ring = start + hl.arange(FW)
-                            live = ring < c  # positions >= c load nothing: stale (even NaN) entries never enter
-                            later = (ring + 1 < c) & (ring + 1 < start + FW)  # i + 1 is live and in this tile
-                            kappa = hl.load(k_cache, [slot, h, ring, tile_fk], extra_mask=live[None, :, None])
-                            gamma = hl.load(g_cache, [slot, j, ring, tile_fk], extra_mask=live[None, :, None])
-                            gamma_next = hl.load(g_cache, [slot, j, ring + 1, tile_fk], extra_mask=later[None, :, None])
-                            d_t = hl.load(d_cache, [slot, j, ring, tile_v], extra_mask=live[None, :, None])
+                            pos = start + hl.arange(FW)
+                            pos_live = pos < c  # positions >= c load nothing: stale (even NaN) entries never enter
+                            pos_later = (pos + 1 < c) & (pos + 1 < start + FW)  # i + 1 is live and in this tile
+                            kappa = hl.load(k_cache, [slot, h, pos, tile_fk], extra_mask=pos_live[None, :, None])
+                            gamma = hl.load(g_cache, [slot, j, pos, tile_fk], extra_mask=pos_live[None, :, None])
+                            nxt = pos_later[None, :, None]
+                            gamma_next = hl.load(g_cache, [slot, j, pos + 1, tile_fk], extra_mask=nxt)
+                            d_t = hl.load(d_cache, [slot, j, pos, tile_v], extra_mask=pos_live[None, :, None])
                             suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]  # [1, FW, FK]
                             w = torch.exp(suffix) * kappa.to(torch.float32) * alpha_c[None, None, :]  # W_i alpha kappa
                             S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
