@@ -282,3 +282,30 @@ def test_strided_views_match_the_reference():
     for got, want in zip(rings, ref_rings, strict=True):
         torch.testing.assert_close(got.double().nan_to_num(7.0), want.nan_to_num(7.0), rtol=1e-6, atol=1e-6)
     assert (big[:, 0] == 1e30).all()
+
+
+def test_isolated_profile_cursor_modes(monkeypatch):
+    """``profile_launches --isolated``: the cursor modes do what they say (no row flushes: no checkpoint
+    changes; every row flushes: every checkpoint of the timed slots is rewritten), each launch of the
+    step is timed on its own, and ``extra`` reaches the plan (a flush-rows launch)."""
+    from replayssm_kernels import bench
+    from replayssm_kernels.profile_launches import isolated_times
+
+    timed = []
+
+    def fake_time_graph(launches, **kw):  # records what one graph would hold; no CUDA here
+        timed.append({f.name for f in launches})
+        return 1.0, 1.0, 1.0
+
+    monkeypatch.setattr(bench, "time_graph", fake_time_graph)
+    case = bench.Case(4, 2, 2, 16, 16, 8, "float32", "float32")  # L=8: three launches by default
+    work = bench.Workload(case, 2, DEVICE)
+    slots = torch.cat(work.indices).long()
+    before = work.state[slots].clone()
+    assert set(isolated_times(work, "none")) == {"ring_weights", "state", "flush", "step"}
+    assert torch.equal(work.state[slots], before)
+    assert timed[:3] == [{"ring_weights"}, {"state"}, {"flush"}] and timed[3] == {"ring_weights", "state", "flush"}
+    isolated_times(work, "all")
+    assert (work.state[slots] != before).flatten(1).all(1).all()  # every slot's checkpoint rewritten
+    extra = {"block_sizes": [16, 16], "flush_block_k": 16, "flush_tiles": 16, "flush_programs": 3}
+    assert "flush_rows" in isolated_times(work, "steady", extra=extra)
