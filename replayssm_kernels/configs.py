@@ -70,8 +70,9 @@ KERNEL_OPTIONS = {
     # two- and three-launch, fast precision: flush by ring tiles of up to this many positions (a reverse
     # scan and a dot per tile) instead of walking the ring CH positions at a time (0)
     "flush_tiles": 0,
-    # three-launch, with flush_tiles: the flush launch as this many programs sharing the flush rows'
-    # work (a grid over the flushing rows only), instead of one program per (row, head, V tile) (0)
+    # three-launch, fast precision, with flush_tiles: the flush launch as this many programs sharing the
+    # flush rows' work (a grid over the flushing rows only), instead of one program per (row, head, V
+    # tile) (0; also for batches over kda_decode.FLUSH_ROWS_MAX_BATCH)
     "flush_programs": 0,
     "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)

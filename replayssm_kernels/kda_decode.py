@@ -700,6 +700,9 @@ def ring_once(cache_length: int, options: dict) -> bool:
 
 
 DOT_MIN = 16  # the smallest side of a Triton dot
+# The flush-rows launch holds the whole batch's flush flags in every program (a [BB] tile and its
+# cumsum); past this batch a split step keeps the per-row flush launch.
+FLUSH_ROWS_MAX_BATCH = 4096
 
 
 def flush_ring_tile(cache_length: int, options: dict, block_v: int, flush_block_k: int) -> int:
@@ -748,7 +751,7 @@ class Launch(NamedTuple):
 
     ``replayssm_kernels.inspect_codegen`` compiles the same objects the decode functions run."""
 
-    name: str  # "fused", "ring_weights", "state", "flush" or "standard"
+    name: str  # "fused", "ring_weights", "state", "flush", "flush_rows" or "standard"
     body: Callable
     config: helion.Config | None
     args: tuple
@@ -835,7 +838,7 @@ def replayssm_launches(
         once, *flush_args, fw > 0 and precision == "fast", max(fw, DOT_MIN),
     )  # fmt: skip
     plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split)))
-    if split and fw and precision == "fast" and options["flush_programs"]:
+    if split and fw and precision == "fast" and options["flush_programs"] and B <= FLUSH_ROWS_MAX_BATCH:
         # launch 3 over the flush rows only (see _flush_rows_body)
         rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
         rows_args = (

@@ -309,3 +309,25 @@ def test_isolated_profile_cursor_modes(monkeypatch):
     assert (work.state[slots] != before).flatten(1).all(1).all()  # every slot's checkpoint rewritten
     extra = {"block_sizes": [16, 16], "flush_block_k": 16, "flush_tiles": 16, "flush_programs": 3}
     assert "flush_rows" in isolated_times(work, "steady", extra=extra)
+
+
+def test_flush_rows_launch_only_up_to_its_batch_limit(monkeypatch):
+    """The flush-rows launch holds the batch's flags in every program, so past FLUSH_ROWS_MAX_BATCH a
+    split step keeps the per-row flush launch (and precise mode always does)."""
+    from replayssm_kernels import bench
+    from replayssm_kernels import kda_decode as kd
+
+    work = bench.Workload(bench.Case(4, 2, 2, 16, 16, 8, "float32", "float32"), 1, DEVICE)
+    w, (mixed, a, b) = work.weights, work.tokens[0]
+    config = {"block_sizes": [16, 16], "flush_block_k": 16, "flush_tiles": 16, "flush_programs": 3}
+
+    def last_launch(precision="fast"):
+        plan = kd.replayssm_launches(
+            mixed, a, b, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache,
+            work.out, work.indices[0], work.cursors[0], None, True, precision=precision, launches=3, config=config,
+        )  # fmt: skip
+        return plan[-1].name
+
+    assert last_launch() == "flush_rows" and last_launch("precise") == "flush"
+    monkeypatch.setattr(kd, "FLUSH_ROWS_MAX_BATCH", 3)
+    assert last_launch() == "flush"
