@@ -556,10 +556,10 @@ def _flush_rows_body(
     for tile_p in hl.tile(P, block_size=1):
         rows = hl.arange(BB)
         in_batch = rows < B
-        slots = hl.load(ssm_state_indices, [rows], extra_mask=in_batch)
-        flush = in_batch & (slots >= 0) & (hl.load(write_pos, [rows], extra_mask=in_batch) == L - 1)
+        valid = in_batch & (hl.load(ssm_state_indices, [rows], extra_mask=in_batch) >= 0)
+        flush = valid & (hl.load(write_pos, [rows], extra_mask=in_batch) == L - 1)
         if HAS_FORCE:
-            flush = flush | (in_batch & (slots >= 0) & (hl.load(force_flush, [rows], extra_mask=in_batch) != 0))
+            flush = flush | (valid & (hl.load(force_flush, [rows], extra_mask=in_batch) != 0))
         count = hl.cumsum(flush.to(torch.int32), 0)  # [BB]: flushing rows up to and including each row
         items = flush.to(torch.int32).sum(0) * (HV * NV)
         for tile_t in hl.tile(0, (items - tile_p.begin + P - 1) // P, block_size=1):
@@ -831,14 +831,16 @@ def replayssm_launches(
     u_buf = torch.empty(B, HV, V, **f32) if split else out[:, 0]  # out[:, 0]: a stand-in, never touched
     once = ring_once(L, options)
     state_config, flush_config = _state_configs(config, options, split, once)
-    fw = flush_ring_tile(L, options, (flush_config if split else state_config).block_sizes[0], flush_args[2])
+    # ring positions per tile of a flush by tiles (fast precision only), 0: the walk
+    flush_v = (flush_config if split else state_config).block_sizes[0]
+    fw = flush_ring_tile(L, options, flush_v, flush_args[2]) if precision == "fast" else 0
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, decay,
         u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]),
-        once, *flush_args, fw > 0 and precision == "fast", max(fw, DOT_MIN),
+        once, *flush_args, fw > 0, max(fw, DOT_MIN),
     )  # fmt: skip
     plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split)))
-    if split and fw and precision == "fast" and options["flush_programs"] and B <= FLUSH_ROWS_MAX_BATCH:
+    if split and fw and options["flush_programs"] and B <= FLUSH_ROWS_MAX_BATCH:
         # launch 3 over the flush rows only (see _flush_rows_body)
         rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
         rows_args = (

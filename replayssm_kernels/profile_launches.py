@@ -81,7 +81,7 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
     from types import SimpleNamespace
 
     from .bench import DTYPES, time_graph
-    from .configs import DTYPE_NAMES, device_key, lookup, shape_class
+    from .configs import load_config
     from .kda_decode import LAUNCH_KINDS, default_launches, replayssm_launches
 
     case, w = work.case, work.weights
@@ -90,9 +90,7 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
     if extra:
         kind = LAUNCH_KINDS[default_launches(L)]
         shapes = SimpleNamespace(key_dim=case.key_dim, value_dim=case.value_dim, cache_length=L)
-        dtype = DTYPE_NAMES[DTYPES[case.state_dtype]]
-        entry, _ = lookup(kind, device_key(work.device), dtype, shape_class(kind, shapes))
-        config = entry | extra
+        config = load_config(kind, work.device, DTYPES[case.state_dtype], shapes) | extra
     fixed = {"none": 0, "all": L - 1}
     plans = []
     for idx, t in itertools.product(work.indices, range(L)):
