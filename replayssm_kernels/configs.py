@@ -74,6 +74,9 @@ KERNEL_OPTIONS = {
     # flush rows' work (a grid over the flushing rows only), instead of one program per (row, head, V
     # tile) (0; also for batches over kda_decode.FLUSH_ROWS_MAX_BATCH)
     "flush_programs": 0,
+    # with flush_programs: the flush launch also computes its rows' output (the state launch skips flush
+    # rows), so it runs beside the state launch on a second stream: 1, or 2 for a high-priority stream
+    "flush_overlap": 0,
     "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)

@@ -382,6 +382,7 @@ def _replayssm_state_body(
     FW: hl.constexpr,  # ring positions per tile with TILES (16 or more: a dot's smallest side)
     STATE: hl.constexpr,  # steps 1, 2 and 4: the output and the d append
     FLUSH: hl.constexpr,  # step 3: flush rows' checkpoint write
+    SKIP_FLUSH: hl.constexpr,  # with STATE only: flush rows are wholly the flush-rows launch's (output too)
 ) -> torch.Tensor:
     """The state side, one program per (row, value head, V tile): launch 2 of a two-launch step
     (``STATE`` and ``FLUSH``), or launch 2 (``STATE``) and 3 (``FLUSH``) of a three-launch step, where
@@ -400,46 +401,55 @@ def _replayssm_state_body(
         j = tile_j.begin
         h = j // HPQ
         valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
+        # With SKIP_FLUSH a flush row is left wholly to the flush-rows launch (its output too), which
+        # then touches no data this launch does and can run beside it (_flush_rows_body's OWN).
+        mine = ~(valid & flush) if SKIP_FLUSH else True
         if STATE:
-            beta = torch.sigmoid(b[row, j].to(torch.float32))
-            v = v_view[row, j, tile_v].to(torch.float32)
+            if mine:
+                beta = torch.sigmoid(b[row, j].to(torch.float32))
+                v = v_view[row, j, tile_v].to(torch.float32)
 
-            # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars, and the checkpoint's two
-            #    mat-vecs, one [BV, KC] chunk of K at a time (a pipelined loop: the next chunks' loads are
-            #    in flight while one is reduced, and a chunk, not the whole [BV, K] tile, sets the
-            #    registers a program holds). A ring that fits one tile (RING_ONCE) is loaded before the
-            #    K loop and reduced after it, so its loads and the checkpoint's are in flight together;
-            #    a longer one is walked first, RB positions at a time.
-            acc_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-            acc_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
-            if RING_ONCE:
-                ring = hl.arange(RB)
-                live = ring < c  # positions >= c load nothing: stale (even NaN) entries never enter
-                d_all = hl.load(d_cache, [slot, j, ring, tile_v], extra_mask=live[None, :, None])  # [1, RB, BV]
-                coef_q = hl.load(coef, [tile_b, j, 0, ring], extra_mask=live[None, :])  # [1, RB]
-                coef_k = hl.load(coef, [tile_b, j, 1, ring], extra_mask=live[None, :])
-            else:
-                for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
-                    d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
-                    acc_q = acc_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
-                    acc_k = acc_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
-            for tile_k in hl.tile(K, block_size=block_k):
-                S0 = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, KC]
-                acc_q = acc_q + (S0 * xs[tile_b, j, 0, tile_k][:, None, :]).sum(2)  # x = e^Gamma alpha q
-                acc_k = acc_k + (S0 * xs[tile_b, j, 1, tile_k][:, None, :]).sum(2)
-            if RING_ONCE:
-                acc_q = acc_q + (d_all.to(torch.float32) * coef_q[:, :, None]).sum(1)
-                acc_k = acc_k + (d_all.to(torch.float32) * coef_k[:, :, None]).sum(1)
-            sq = acc_q.sum(0)  # [BV]
-            sk = acc_k.sum(0)
+                # 1. S_pre x for x = q, k: the ring's d tile times 2c scalars, and the checkpoint's two
+                #    mat-vecs, one [BV, KC] chunk of K at a time (a pipelined loop: the next chunks' loads are
+                #    in flight while one is reduced, and a chunk, not the whole [BV, K] tile, sets the
+                #    registers a program holds). A ring that fits one tile (RING_ONCE) is loaded before the
+                #    K loop and reduced after it, so its loads and the checkpoint's are in flight together;
+                #    a longer one is walked first, RB positions at a time.
+                acc_q = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+                acc_k = hl.zeros([tile_b, tile_v], dtype=torch.float32)
+                if RING_ONCE:
+                    ring = hl.arange(RB)
+                    live = ring < c  # positions >= c load nothing: stale (even NaN) entries never enter
+                    d_all = hl.load(d_cache, [slot, j, ring, tile_v], extra_mask=live[None, :, None])  # [1, RB, BV]
+                    coef_q = hl.load(coef, [tile_b, j, 0, ring], extra_mask=live[None, :])  # [1, RB]
+                    coef_k = hl.load(coef, [tile_b, j, 1, ring], extra_mask=live[None, :])
+                else:
+                    for tile_i in hl.tile(0, c, block_size=RB):  # ends at c: stale entries are never read
+                        d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
+                        acc_q = acc_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
+                        acc_k = acc_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
+                for tile_k in hl.tile(K, block_size=block_k):
+                    S0 = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, KC]
+                    acc_q = acc_q + (S0 * xs[tile_b, j, 0, tile_k][:, None, :]).sum(2)  # x = e^Gamma alpha q
+                    acc_k = acc_k + (S0 * xs[tile_b, j, 1, tile_k][:, None, :]).sum(2)
+                if RING_ONCE:
+                    acc_q = acc_q + (d_all.to(torch.float32) * coef_q[:, :, None]).sum(1)
+                    acc_k = acc_k + (d_all.to(torch.float32) * coef_k[:, :, None]).sum(1)
+                sq = acc_q.sum(0)  # [BV]
+                sk = acc_k.sum(0)
 
-            # 2. The current token.
-            u = beta * (v - sk)
-            o = sq + u * qk[row, j]
-            out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
-            if not FLUSH:
-                if valid & flush:
-                    u_buf[row, j, tile_v] = u
+                # 2. The current token.
+                u = beta * (v - sk)
+                o = sq + u * qk[row, j]
+                out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+                if not FLUSH:  # a split step's state launch
+                    if not SKIP_FLUSH:
+                        if valid & flush:
+                            u_buf[row, j, tile_v] = u
+                    # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
+                    if valid & ~flush:
+                        for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
+                            d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
         else:
             u = u_buf[row, j, tile_v]
 
@@ -504,8 +514,8 @@ def _replayssm_state_body(
                     S = S + u[None, :, None] * k_c[None, None, :]
                     initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)
 
-        # 4. Other rows append d = u at the cursor (launch 1 appended k and g).
-        if STATE:
+        # 4. (two-launch step) Other rows append d = u at the cursor (launch 1 appended k and g).
+        if STATE and FLUSH:
             if valid & ~flush:
                 for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
                     d_cache[slot, j, tile_c, tile_v] = u[None, None, :].to(d_cache.dtype)
@@ -522,7 +532,13 @@ def _flush_rows_body(
     k_cache: torch.Tensor,  # [slots, H, L, K]
     g_cache: torch.Tensor,  # [slots, HV, L, K]
     decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
-    u_buf: torch.Tensor,  # [B, HV, V] fp32 from the state launch: the flush rows' u
+    u_buf: torch.Tensor,  # [B, HV, V] fp32 from the state launch: the flush rows' u (a stand-in with OWN)
+    v_view: torch.Tensor,  # [B, HV, V]                      (OWN only, with the five below)
+    b: torch.Tensor,  # [B, HV]
+    coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
+    xs: torch.Tensor,  # [B, HV, 2, K] from launch 1: e^Gamma alpha q, e^Gamma alpha k
+    qk: torch.Tensor,  # [B, HV] from launch 1: q . k
+    out: torch.Tensor,  # [B, 1, HV, V]
     programs: torch.Tensor,  # [P]: only its length is read, the number of programs
     ssm_state_indices: torch.Tensor,  # [B]
     write_pos: torch.Tensor,  # [B] int32
@@ -536,6 +552,8 @@ def _flush_rows_body(
     FW: hl.constexpr,  # ring positions per tile (16 or more: a dot's smallest side)
     BV: hl.constexpr,  # V channels per work item
     BB: hl.constexpr,  # the batch rounded up to a power of two
+    LB: hl.constexpr,  # the ring rounded up to a power of two (OWN: the d tile of S_pre x)
+    OWN: hl.constexpr,  # the flush rows' u and output too (the state launch skipped them: SKIP_FLUSH)
 ) -> torch.Tensor:
     """Launch 3 of a three-launch step over the flush rows only: ``P`` programs share the work items
     (flush row, value head, V tile) of this step, item ``t`` going to program ``t % P``.
@@ -544,7 +562,11 @@ def _flush_rows_body(
     graph); a grid over every row spends most of its programs on rows that then do nothing. Here each
     program ranks the flushing rows itself (a cumsum over the batch's flags: ``BB`` integers), and
     the r-th flushing row is the number of rows whose running count is at most r. An item is the
-    closed form by ring tiles of ``_replayssm_state_body``'s ``TILES`` flush."""
+    closed form by ring tiles of ``_replayssm_state_body``'s ``TILES`` flush.
+
+    With ``OWN`` an item first does what the state launch does for a row (``S_pre q``, ``S_pre k``,
+    ``u`` and the output), so this launch shares no data with the state launch (which skips flush
+    rows) and the two can run at the same time on two streams (``Launch.beside``)."""
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
     HV = a3.size(1)
@@ -572,7 +594,26 @@ def _flush_rows_body(
             c = hl.load(write_pos, [row])  # [1]
             cols = (t % NV) * BV + hl.arange(BV)
             in_v = cols < V
-            u = hl.load(u_buf, [row, j, cols], extra_mask=in_v[None, :])  # [1, BV]
+            if OWN:  # as the state launch's steps 1 and 2 (read from the checkpoint before it is rewritten)
+                beta = torch.sigmoid(hl.load(b, [row, j]).to(torch.float32))  # [1]
+                v = hl.load(v_view, [row, j, cols], extra_mask=in_v[None, :]).to(torch.float32)  # [1, BV]
+                pos = hl.arange(LB)
+                pos_live = pos[None, :] < c[:, None]  # [1, LB]: positions >= c load nothing
+                d_mask = pos_live[:, :, None] & in_v[None, None, :]
+                d_all = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_mask).to(torch.float32)  # [1, LB, BV]
+                coef_q = hl.load(coef, [row, j, 0, pos], extra_mask=pos_live)  # [1, LB]
+                coef_k = hl.load(coef, [row, j, 1, pos], extra_mask=pos_live)
+                acc_q = (d_all * coef_q[:, :, None]).sum(1)  # [1, BV]
+                acc_k = (d_all * coef_k[:, :, None]).sum(1)
+                for tile_k in hl.tile(K, block_size=FK):
+                    S0 = hl.load(initial_state, [slot, j, cols, tile_k], extra_mask=in_v[None, :, None])
+                    acc_q = acc_q + (S0.to(torch.float32) * xs[row, j, 0, tile_k][:, None, :]).sum(2)
+                    acc_k = acc_k + (S0.to(torch.float32) * xs[row, j, 1, tile_k][:, None, :]).sum(2)
+                u = beta[:, None] * (v - acc_k)
+                o = acc_q + u * qk[row, j][:, None]
+                hl.store(out, [row, 0, j, cols], o.to(out.dtype), extra_mask=in_v[None, :])
+            else:
+                u = hl.load(u_buf, [row, j, cols], extra_mask=in_v[None, :])  # [1, BV]
             k_full = hl.load(k_view, [row, h, hl.arange(K)]).to(torch.float32)  # [1, K]
             k_scale = _l2_scale(k_full.sum(0), USE_L2NORM)
             for tile_fk in hl.tile(K, block_size=FK):
@@ -755,9 +796,41 @@ class Launch(NamedTuple):
     body: Callable
     config: helion.Config | None
     args: tuple
+    # 0: after the launch before it. 1 or 2: at the same time as it, on a second stream (2: of high
+    # priority), started first; the step ends when both are done (run_launches; in order off CUDA)
+    beside: int = 0
 
     def __call__(self):
         return _kernel(self.body, self.config)(*self.args)
+
+
+_SIDE_STREAMS: dict[tuple, torch.cuda.Stream] = {}
+
+
+def _side_stream(device: torch.device, priority: int) -> torch.cuda.Stream:
+    key = (device.index, priority)
+    if key not in _SIDE_STREAMS:
+        _SIDE_STREAMS[key] = torch.cuda.Stream(device, priority=-1 if priority == 2 else 0)
+    return _SIDE_STREAMS[key]
+
+
+def run_launches(plan: list[Launch]) -> None:
+    """Run a step's launches: in order, except that a launch marked ``beside`` is started on a second
+    stream just before the launch ahead of it, which then runs on the current stream; the current
+    stream waits for both. (They touch disjoint data: see ``_flush_rows_body``'s ``OWN``.) Off CUDA
+    everything runs in order. Works under CUDA graph capture (a fork and a join)."""
+    for i, launch in enumerate(plan):
+        nxt = plan[i + 1] if i + 1 < len(plan) else None
+        device = next(a.device for a in launch.args if isinstance(a, torch.Tensor))
+        if nxt is not None and nxt.beside and device.type == "cuda":
+            main, side = torch.cuda.current_stream(device), _side_stream(device, nxt.beside)
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                nxt()
+            launch()
+            main.wait_stream(side)
+        elif not (launch.beside and device.type == "cuda"):
+            launch()
 
 
 def replayssm_launches(
@@ -826,32 +899,37 @@ def replayssm_launches(
     weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
     plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]
     # Launch 2 (state side): output, d append and, with launches=2, flush rows' checkpoint; with
-    # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint.
+    # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint (or, with
+    # flush_overlap, launch 3 takes flush rows whole).
     split = launches == 3
-    u_buf = torch.empty(B, HV, V, **f32) if split else out[:, 0]  # out[:, 0]: a stand-in, never touched
     once = ring_once(L, options)
     state_config, flush_config = _state_configs(config, options, split, once)
     # ring positions per tile of a flush by tiles (fast precision only), 0: the walk
     flush_v = (flush_config if split else state_config).block_sizes[0]
     fw = flush_ring_tile(L, options, flush_v, flush_args[2]) if precision == "fast" else 0
+    # launch 3 over the flush rows only (see _flush_rows_body); with flush_overlap it takes those rows
+    # whole (their output too) and runs beside the state launch
+    rows = split and fw > 0 and options["flush_programs"] > 0 and B <= FLUSH_ROWS_MAX_BATCH
+    overlap = options["flush_overlap"] if rows else 0
+    # out[:, 0]: a stand-in, never touched
+    u_buf = torch.empty(B, HV, V, **f32) if split and not overlap else out[:, 0]
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, decay,
         u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]),
         once, *flush_args, fw > 0, max(fw, DOT_MIN),
     )  # fmt: skip
-    plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split)))
-    if split and fw and options["flush_programs"] and B <= FLUSH_ROWS_MAX_BATCH:
-        # launch 3 over the flush rows only (see _flush_rows_body)
+    plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split, bool(overlap))))
+    if rows:
         rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
         rows_args = (
-            k_view, a3, A_log, dt2, initial_state, d_cache, k_cache, g_cache, decay, u_buf,
-            torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8),
+            k_view, a3, A_log, dt2, initial_state, d_cache, k_cache, g_cache, decay, u_buf, v_view, b, coef, xs, qk,
+            out, torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8),
             ssm_state_indices, write_pos, force, scalars[1], *flags, flush_args[2], fw,
-            flush_config.block_sizes[0], ring_block(B),
+            flush_config.block_sizes[0], ring_block(B), ring_block(L), bool(overlap),
         )  # fmt: skip
-        plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args))
+        plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap))
     elif split:
-        plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, False, True)))
+        plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, False, True, False)))
     return plan
 
 
@@ -898,8 +976,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
         ssm_state_indices, write_pos, force_flush, use_qk_l2norm_in_kernel, lower_bound,
         precision=precision, launches=launches, config=config, check_values=check_values,
     )  # fmt: skip
-    for launch in plan:
-        launch()
+    run_launches(plan)
     return out, initial_state
 
 

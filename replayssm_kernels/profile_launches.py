@@ -72,7 +72,8 @@ CURSOR_MODES = ("steady", "none", "all")
 
 def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None = None) -> dict[str, float]:
     """{launch name: graph-timed microseconds per launch} for each launch of a ReplaySSM step run alone,
-    and ``"step"``: the whole step, graph-timed the same way.
+    and ``"step"``: the whole step as the decode runs it (``run_launches``: a launch marked ``beside``
+    on a second stream), graph-timed the same way.
 
         The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
         and every launch runs once in order first, so each one's inputs (launch 1's scratch buffers) are
@@ -82,7 +83,7 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
 
     from .bench import DTYPES, time_graph
     from .configs import load_config
-    from .kda_decode import LAUNCH_KINDS, default_launches, replayssm_launches
+    from .kda_decode import LAUNCH_KINDS, default_launches, replayssm_launches, run_launches
 
     case, w = work.case, work.weights
     L = case.cache_length
@@ -106,7 +107,7 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
         for launch in plan:
             launch()
     times = {plan_launch.name: time_graph([p[i] for p in plans])[0] for i, plan_launch in enumerate(plans[0])}
-    times["step"] = time_graph([launch for p in plans for launch in p])[0] * len(plans[0])
+    times["step"] = time_graph([lambda p=p: run_launches(p) for p in plans])[0]
     return times
 
 

@@ -131,6 +131,41 @@ def test_flush_by_ring_tiles(L, launches, flush_tiles):
     assert r.natural_flushes > 0 and r.forced_flushes > 0
 
 
+def _flush_first(*args, **kwargs):
+    """A decode step with the launches in the order ring weights, flush rows, state: the opposite of
+    ``run_launches`` off CUDA, for a launch that is meant to run beside the state launch."""
+    from replayssm_kernels.kda_decode import replayssm_launches
+
+    plan = replayssm_launches(*args, **kwargs)
+    assert [launch.name for launch in plan] == ["ring_weights", "state", "flush_rows"] and plan[2].beside
+    for launch in (plan[0], plan[2], plan[1]):
+        launch()
+    return args[10], args[6]
+
+
+@pytest.mark.parametrize("order", ["state_first", "flush_first"])
+@pytest.mark.parametrize("L", [4, 16, 40])
+def test_flush_rows_beside_the_state_launch(L, order):
+    """``flush_overlap``: the flush-rows launch takes the flush rows whole (output, u, checkpoint) and
+    the state launch skips them, so the two can run at the same time on two streams. Run here in both
+    orders: were one to read what the other writes (a flush row's checkpoint, a stale output), one of
+    the orders would differ from the float64 reference. Forced flushes and padding rows included."""
+    config = {
+        "block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16,
+        "flush_programs": 5, "flush_overlap": 1,
+    }  # fmt: skip
+    base = _flush_first if order == "flush_first" else helion_fused_recurrent_kda_replayssm_decode
+    fn = functools.partial(base, launches=3, config=config)
+    p = Problem(3, 2, 4, 32, 16, L)
+    r = run_sequence(
+        p, steps=2 * L + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE, seed=L + 1,
+        check_materialized=True,
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok
+    assert r.max_rel <= 1e-5, (r.max_out_rel, r.max_state_rel)
+    assert r.natural_flushes > 0 and r.forced_flushes > 0
+
+
 _PIPELINED_LOOPS = """
 import json, re, sys, torch
 from replayssm_kernels.inspect_codegen import generated_source

@@ -53,6 +53,9 @@ FLUSH_VARIANTS = {
     "walk": {},
     "ring_tiles": {"flush_tiles": 16},
     "flush_rows": {"flush_tiles": 16, "flush_programs": 264},
+    # the flush rows whole, on a second stream beside the state launch (of high priority: 2)
+    "beside": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 1},
+    "beside_high": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 2},
 }
 
 
@@ -60,7 +63,8 @@ FLUSH_VARIANTS = {
 @pytest.mark.parametrize("L", [4, 16, 64])
 @pytest.mark.parametrize("flush", list(FLUSH_VARIANTS))
 def test_split_flush_variants_match_float64_reference(flush, L, state_dtype):
-    """The split design's flush launch: the ring walk, ring tiles (a dot), and over flush rows only."""
+    """The split design's flush launch: the ring walk, ring tiles (a dot), over flush rows only, and
+    over flush rows whole beside the state launch (two streams)."""
     config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "k_stages": 3, "ring_prefetch": 1}
     config |= {"flush_block_v": 32, "flush_block_k": 32, "flush_warps": 4, **FLUSH_VARIANTS[flush]}
     _check_against_float64(32, 2, L, state_dtype, 3, config)
@@ -75,10 +79,16 @@ def test_standard_matches_float64_reference():
     assert r.max_rel <= 5e-3 and not r.nonfinite and r.untouched_ok
 
 
-@pytest.mark.parametrize("launches", [2, 3, 1], ids=["two_launch", "split", "fused"])
+@pytest.mark.parametrize("launches", [2, 3, 1, "beside"], ids=["two_launch", "split", "fused", "split_beside"])
 def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(launches):
     """Capture one step, then change write_pos / force_flush in place between replays: each replay
-    must equal an eager reference step with the new values (strided state slots included)."""
+    must equal an eager reference step with the new values (strided state slots included).
+    ``beside``: the flush rows' launch on a second stream, a fork and a join inside the graph."""
+    precision, config = "precise", None
+    if launches == "beside":
+        precision, launches = "fast", 3
+        config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "k_stages": 3, "ring_prefetch": 1}
+        config |= {"flush_block_k": 32, "flush_warps": 4, **FLUSH_VARIANTS["beside_high"]}
     p = Problem(6, 2, 4, 128, 128, 4, spare_slots=3)
     dev = "cuda"
     gen = torch.Generator().manual_seed(0)
@@ -101,7 +111,8 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(launches):
     def step():
         helion_fused_recurrent_kda_replayssm_decode(
             mixed, a, b, w.A_log, w.dt_bias, w.scale, state, cache.d_cache, cache.k_cache, cache.g_cache, out,
-            idx, cache.write_pos, force, True, None, precision="precise", check_values=False, launches=launches,
+            idx, cache.write_pos, force, True, None, precision=precision, check_values=False, launches=launches,
+            config=config,
         )  # fmt: skip
 
     snapshot = [t.clone() for t in (buf, cache.d_cache, cache.k_cache, cache.g_cache)]

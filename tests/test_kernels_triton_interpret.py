@@ -49,15 +49,21 @@ def test_generated_ring_walk_in_chunks():
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
 
-@pytest.mark.parametrize(("launches", "programs"), [(2, 0), (3, 0), (3, 3)], ids=["two_launch", "split", "flush_rows"])
-def test_generated_flush_by_ring_tiles(launches, programs):
+@pytest.mark.parametrize(
+    ("launches", "programs", "overlap"),
+    [(2, 0, 0), (3, 0, 0), (3, 3, 0), (3, 3, 1)],
+    ids=["two_launch", "split", "flush_rows", "flush_rows_beside"],
+)
+def test_generated_flush_by_ring_tiles(launches, programs, overlap):
     """The flush by ring tiles (reverse scan + dot), and the flush launch over the flushing rows only
-    (``flush_programs``, split steps), generated code. With ``ring_prefetch`` the state launch also
-    holds a 4-position ring tile beside the flush's 16-position ones (Helion must compile both)."""
+    (``flush_programs``, split steps; ``flush_overlap``: those rows whole, output included), generated
+    code. With ``ring_prefetch`` the state launch also holds a 4-position ring tile beside the flush's
+    16-position ones (Helion must compile both)."""
     p = Problem(3, 1, 2, 16, 16, 4)
     config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
     config["ring_prefetch"] = 1
     config["flush_programs"] = programs
+    config["flush_overlap"] = overlap
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
     r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=6)
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
