@@ -42,6 +42,9 @@ either walks the ring CH entries at a time or (the ``flush_tiles`` option) takes
 tile at a time: a reverse scan gives the tile's ``W_i``, and one fp32 dot adds its ``d_i`` terms.
 With ``flush_programs`` a split step's flush launch is ``_flush_rows_body``: a fixed number of
 programs sharing the flushing rows' work, instead of a program per row that mostly exits at once.
+With ``flush_overlap`` as well, that launch takes the flush rows whole (their output too) and the
+state launch skips them, so the two share no data and ``run_launches`` runs them at the same time on
+two streams: the flush's latency-bound work fills the gaps of the bandwidth-bound state launch.
 
 Nothing branches on the host: cursors, flushes and padding are device values, so a step can be
 captured in a CUDA graph and replayed with new cursors.

@@ -20,6 +20,7 @@ row setup) or ``all`` (every cursor L - 1: every row flushes). It writes ``launc
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -107,7 +108,7 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
         for launch in plan:
             launch()
     times = {plan_launch.name: time_graph([p[i] for p in plans])[0] for i, plan_launch in enumerate(plans[0])}
-    times["step"] = time_graph([lambda p=p: run_launches(p) for p in plans])[0]
+    times["step"] = time_graph([functools.partial(run_launches, p) for p in plans])[0]
     return times
 
 
