@@ -817,23 +817,38 @@ def _side_stream(device: torch.device, priority: int) -> torch.cuda.Stream:
     return _SIDE_STREAMS[key]
 
 
+def launch_groups(plan: list[Launch], concurrent: bool) -> list[tuple[Launch, ...]]:
+    """A step's launches as groups run one after the other. With ``concurrent``, a launch marked
+    ``beside`` forms a group with the launch ahead of it, ``(beside, ahead)``: the two run at once.
+    Without it (off CUDA) every group is one launch, in plan order."""
+    groups, i = [], 0
+    while i < len(plan):
+        if concurrent and i + 1 < len(plan) and plan[i + 1].beside:
+            groups.append((plan[i + 1], plan[i]))
+            i += 2
+        else:
+            groups.append((plan[i],))
+            i += 1
+    return groups
+
+
 def run_launches(plan: list[Launch]) -> None:
-    """Run a step's launches: in order, except that a launch marked ``beside`` is started on a second
-    stream just before the launch ahead of it, which then runs on the current stream; the current
-    stream waits for both. (They touch disjoint data: see ``_flush_rows_body``'s ``OWN``.) Off CUDA
-    everything runs in order. Works under CUDA graph capture (a fork and a join)."""
-    for i, launch in enumerate(plan):
-        nxt = plan[i + 1] if i + 1 < len(plan) else None
-        device = next(a.device for a in launch.args if isinstance(a, torch.Tensor))
-        if nxt is not None and nxt.beside and device.type == "cuda":
-            main, side = torch.cuda.current_stream(device), _side_stream(device, nxt.beside)
-            side.wait_stream(main)
-            with torch.cuda.stream(side):
-                nxt()
-            launch()
-            main.wait_stream(side)
-        elif not (launch.beside and device.type == "cuda"):
-            launch()
+    """Run a step's launches (``launch_groups``). In a group of two, the ``beside`` launch starts first,
+    on a second stream that waits for the work before it; the other runs on the current stream, which
+    then waits for both. (They touch disjoint data: see ``_flush_rows_body``'s ``OWN``.) Works under
+    CUDA graph capture: a fork and a join."""
+    device = next(a.device for a in plan[0].args if isinstance(a, torch.Tensor))
+    for group in launch_groups(plan, device.type == "cuda"):
+        if len(group) == 1:
+            group[0]()
+            continue
+        beside, ahead = group
+        main, side = torch.cuda.current_stream(device), _side_stream(device, beside.beside)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            beside()
+        ahead()
+        main.wait_stream(side)
 
 
 def replayssm_launches(
@@ -1046,7 +1061,9 @@ __all__ = [
     "default_launches",
     "helion_fused_recurrent_kda_packed_decode",
     "helion_fused_recurrent_kda_replayssm_decode",
+    "launch_groups",
     "replayssm_launches",
+    "run_launches",
     "ring_block",
     "standard_launches",
 ]

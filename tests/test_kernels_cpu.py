@@ -365,5 +365,33 @@ def test_flush_rows_launch_only_up_to_its_batch_limit(monkeypatch):
         return plan[-1].name
 
     assert last_launch() == "flush_rows" and last_launch("precise") == "flush"
+    config["flush_overlap"] = 2  # beside the state launch only where the flush-rows launch runs
+    assert last_launch() == "flush_rows" and last_launch("precise") == "flush"
     monkeypatch.setattr(kd, "FLUSH_ROWS_MAX_BATCH", 3)
     assert last_launch() == "flush"
+
+
+def test_launch_groups_pair_a_beside_launch_with_the_one_ahead():
+    """``run_launches``'s schedule: every launch runs exactly once; with concurrency (CUDA) a launch
+    marked ``beside`` is grouped with the one ahead of it, started first; off CUDA all run in order.
+    And the plans: with ``flush_overlap`` the flush-rows launch is marked (its priority) and the
+    state launch skips flush rows (SKIP_FLUSH, its last argument); without it neither."""
+    from replayssm_kernels import bench
+    from replayssm_kernels import kda_decode as kd
+
+    a, b, c = (kd.Launch(name, None, None, (), beside) for name, beside in (("a", 0), ("b", 0), ("c", 2)))
+    assert kd.launch_groups([a, b, c], concurrent=True) == [(a,), (c, b)]
+    assert kd.launch_groups([a, b, c], concurrent=False) == [(a,), (b,), (c,)]
+    assert kd.launch_groups([a, b], concurrent=True) == [(a,), (b,)]
+
+    work = bench.Workload(bench.Case(4, 2, 2, 16, 16, 16, "float32", "float32"), 1, DEVICE)
+    w, (mixed, x, y) = work.weights, work.tokens[0]
+    for overlap in (0, 1, 2):
+        config = {"block_sizes": [16, 16], "flush_block_k": 16, "flush_tiles": 16, "flush_programs": 3}
+        plan = kd.replayssm_launches(
+            mixed, x, y, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache,
+            work.out, work.indices[0], work.cursors[0], None, True, launches=3,
+            config=config | {"flush_overlap": overlap},
+        )  # fmt: skip
+        assert [(p.name, p.beside) for p in plan] == [("ring_weights", 0), ("state", 0), ("flush_rows", overlap)]
+        assert plan[1].args[-1] is bool(overlap) and plan[2].args[-1] is bool(overlap)  # SKIP_FLUSH, OWN
