@@ -77,6 +77,10 @@ KERNEL_OPTIONS = {
     # with flush_programs: the flush launch also computes its rows' output (the state launch skips flush
     # rows), so it runs beside the state launch on a second stream: 1, or 2 for a high-priority stream
     "flush_overlap": 0,
+    # with flush_programs: launch 1 also stores the flush rows' ring weights W_i alpha kappa_i (it computes
+    # them for its ring scalars; a [B, HV, L, K] fp32 scratch), so a flush item is loads and a dot per
+    # ring tile, with no gate, reverse scan or exp (1), instead of rebuilding them per item (0)
+    "flush_weights": 0,
     "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)

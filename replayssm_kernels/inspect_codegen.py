@@ -36,6 +36,7 @@ TORCH_TO_TRITON = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float1
 KERNELS = {
     "fused": ("replayssm", 1, 0),
     "ring_weights": ("replayssm", 2, 0),
+    "ring_weights_split": ("replayssm", 3, 0),  # launch 1 of a split step (flush_weights: it stores W)
     "state": ("replayssm", 2, 1),
     "state_split": ("replayssm", 3, 1),
     "flush": ("replayssm", 3, 2),
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
         choices=tuple(KERNELS),
         default="fused",
         help="fused: the one-launch ReplaySSM kernel; ring_weights / state: the two launches of launches=2; "
-        "ring_weights / state_split / flush: the three of launches=3",
+        "ring_weights_split / state_split / flush: the three of launches=3",
     )
     ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--cache-length", type=int, default=16)

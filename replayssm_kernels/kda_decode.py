@@ -291,6 +291,7 @@ def _ring_weights_body(
     xs: torch.Tensor,  # [B, HV, 2, K] fp32, written: e^Gamma alpha q and e^Gamma alpha k
     qk: torch.Tensor,  # [B, HV] fp32, written: q . k (the current token's own term)
     decay: torch.Tensor,  # [B, HV, K] fp32, written: e^Gamma alpha (for the flush rows' rebuild)
+    w_ring: torch.Tensor,  # [B, HV, L, K] fp32, written on flush rows (HAND_W): W_i alpha kappa_i, i < c
     scale: float,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
@@ -298,6 +299,7 @@ def _ring_weights_body(
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,
     CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
+    HAND_W: hl.constexpr,  # hand the flush-rows launch its ring weights (the flush_weights option)
 ) -> torch.Tensor:
     """Launch 1 of a two- or three-launch ReplaySSM step, one program per (row, value head): everything
     on the K side.
@@ -334,6 +336,10 @@ def _ring_weights_body(
                 m = torch.exp(newer) * kappa * alpha[None, :]  # W_i alpha kappa_i
                 hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
                 hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
+                if HAND_W:  # the flush's rank-1 weights, for live positions of flush rows only
+                    # (a bound of 0 on other rows: a scalar flag in the mask breaks TRITON_INTERPRET)
+                    hand = (hl.zeros([tile_b, K], dtype=torch.int32) + i) < torch.where(flush, c, c * 0)
+                    hl.store(w_ring, [tile_b, j, i, hl.arange(K)], m, extra_mask=hand)
                 newer = newer + gamma
         decay_alpha = torch.exp(newer + g[None, :])  # e^Gamma alpha: newer = Gamma now
         decay[tile_b, j, :] = decay_alpha
@@ -535,6 +541,7 @@ def _flush_rows_body(
     k_cache: torch.Tensor,  # [slots, H, L, K]
     g_cache: torch.Tensor,  # [slots, HV, L, K]
     decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
+    w_ring: torch.Tensor,  # [B, HV, L, K] from launch 1 (HAND_W): W_i alpha kappa_i of flush rows
     u_buf: torch.Tensor,  # [B, HV, V] fp32 from the state launch: the flush rows' u (a stand-in with OWN)
     v_view: torch.Tensor,  # [B, HV, V]                      (OWN only, with the five below)
     b: torch.Tensor,  # [B, HV]
@@ -557,6 +564,7 @@ def _flush_rows_body(
     BB: hl.constexpr,  # the batch rounded up to a power of two
     LB: hl.constexpr,  # the ring rounded up to a power of two (OWN: the d tile of S_pre x)
     OWN: hl.constexpr,  # the flush rows' u and output too (the state launch skipped them: SKIP_FLUSH)
+    HAND_W: hl.constexpr,  # read W_i alpha kappa_i from launch 1 instead of rebuilding it per item
 ) -> torch.Tensor:
     """Launch 3 of a three-launch step over the flush rows only: ``P`` programs share the work items
     (flush row, value head, V tile) of this step, item ``t`` going to program ``t % P``.
@@ -569,7 +577,9 @@ def _flush_rows_body(
 
     With ``OWN`` an item first does what the state launch does for a row (``S_pre q``, ``S_pre k``,
     ``u`` and the output), so this launch shares no data with the state launch (which skips flush
-    rows) and the two can run at the same time on two streams (``Launch.beside``)."""
+    rows) and the two can run at the same time on two streams (``Launch.beside``). With ``HAND_W``
+    launch 1 has stored the weights ``W_i alpha kappa_i`` of flush rows (it computes them anyway for
+    its ring scalars), so a ring tile is two loads and a dot: no gate, no reverse scan, no exp."""
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
     HV = a3.size(1)
@@ -622,21 +632,31 @@ def _flush_rows_body(
             for tile_fk in hl.tile(K, block_size=FK):
                 S = hl.load(initial_state, [slot, j, cols, tile_fk], extra_mask=in_v[None, :, None]).to(torch.float32)
                 S = S * decay[row, j, tile_fk][:, None, :]  # [1, BV, FK]
-                alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
-                newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
-                for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first; positions >= c load nothing
-                    start = (NT - 1 - tile_w.begin) * FW
-                    ring = start + hl.arange(FW)
-                    live = ring[None, :] < c[:, None]  # [1, FW]
-                    later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
-                    kappa = hl.load(k_cache, [slot, h, ring, tile_fk], extra_mask=live[:, :, None])
-                    gamma = hl.load(g_cache, [slot, j, ring, tile_fk], extra_mask=live[:, :, None])
-                    gamma_next = hl.load(g_cache, [slot, j, ring + 1, tile_fk], extra_mask=later[:, :, None])
-                    d_t = hl.load(d_cache, [slot, j, ring, cols], extra_mask=live[:, :, None] & in_v[None, None, :])
-                    suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]  # [1, FW, FK]
-                    w = torch.exp(suffix) * kappa.to(torch.float32) * alpha_c[:, None, :]  # W_i alpha kappa_i
-                    S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
-                    newer = newer + gamma.sum(1)
+                if HAND_W:
+                    for tile_w in hl.tile(0, NT, block_size=1):  # positions >= c load nothing
+                        # (names of their own: OWN's pos / pos_live / d_mask span the whole ring)
+                        w_pos = tile_w.begin * FW + hl.arange(FW)
+                        w_live = w_pos[None, :] < c[:, None]  # [1, FW]
+                        w = hl.load(w_ring, [row, j, w_pos, tile_fk], extra_mask=w_live[:, :, None])  # [1, FW, FK]
+                        w_mask = w_live[:, :, None] & in_v[None, None, :]
+                        d_t = hl.load(d_cache, [slot, j, w_pos, cols], extra_mask=w_mask)
+                        S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+                else:
+                    alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
+                    newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
+                    for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first; positions >= c load nothing
+                        start = (NT - 1 - tile_w.begin) * FW
+                        ring = start + hl.arange(FW)
+                        live = ring[None, :] < c[:, None]  # [1, FW]
+                        later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
+                        kappa = hl.load(k_cache, [slot, h, ring, tile_fk], extra_mask=live[:, :, None])
+                        gamma = hl.load(g_cache, [slot, j, ring, tile_fk], extra_mask=live[:, :, None])
+                        gamma_next = hl.load(g_cache, [slot, j, ring + 1, tile_fk], extra_mask=later[:, :, None])
+                        d_t = hl.load(d_cache, [slot, j, ring, cols], extra_mask=live[:, :, None] & in_v[None, None, :])
+                        suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]  # [1, FW, FK]
+                        w = torch.exp(suffix) * kappa.to(torch.float32) * alpha_c[:, None, :]  # W_i alpha kappa_i
+                        S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+                        newer = newer + gamma.sum(1)
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
                 S = S + u[:, :, None] * k_c[:, None, :]
                 out_mask = in_v[None, :, None]
@@ -910,15 +930,6 @@ def replayssm_launches(
     f32 = {"device": mixed_qkv.device, "dtype": torch.float32}
     coef, xs, qk = torch.empty(B, HV, 2, L, **f32), torch.empty(B, HV, 2, K, **f32), torch.empty(B, HV, **f32)
     decay = torch.empty(B, HV, K, **f32)
-    weights_args = (
-        q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
-        coef, xs, qk, decay, *scalars, *flags, ring_chunk(L, options["ring_chunk"]),
-    )  # fmt: skip
-    weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
-    plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]
-    # Launch 2 (state side): output, d append and, with launches=2, flush rows' checkpoint; with
-    # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint (or, with
-    # flush_overlap, launch 3 takes flush rows whole).
     split = launches == 3
     once = ring_once(L, options)
     state_config, flush_config = _state_configs(config, options, split, once)
@@ -926,9 +937,21 @@ def replayssm_launches(
     flush_v = (flush_config if split else state_config).block_sizes[0]
     fw = flush_ring_tile(L, options, flush_v, flush_args[2]) if precision == "fast" else 0
     # launch 3 over the flush rows only (see _flush_rows_body); with flush_overlap it takes those rows
-    # whole (their output too) and runs beside the state launch
+    # whole (their output too) and runs beside the state launch; with flush_weights launch 1 hands it
+    # the ring weights W_i alpha kappa_i of flush rows
     rows = split and fw > 0 and options["flush_programs"] > 0 and B <= FLUSH_ROWS_MAX_BATCH
     overlap = options["flush_overlap"] if rows else 0
+    hand_w = rows and bool(options["flush_weights"])
+    w_ring = torch.empty(B, HV, L, K, **f32) if hand_w else decay  # decay: a stand-in, never touched
+    weights_args = (
+        q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
+        coef, xs, qk, decay, w_ring, *scalars, *flags, ring_chunk(L, options["ring_chunk"]), hand_w,
+    )  # fmt: skip
+    weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
+    plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]
+    # Launch 2 (state side): output, d append and, with launches=2, flush rows' checkpoint; with
+    # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint (or, with
+    # flush_overlap, launch 3 takes flush rows whole).
     # out[:, 0]: a stand-in, never touched
     u_buf = torch.empty(B, HV, V, **f32) if split and not overlap else out[:, 0]
     args = (
@@ -940,10 +963,10 @@ def replayssm_launches(
     if rows:
         rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
         rows_args = (
-            k_view, a3, A_log, dt2, initial_state, d_cache, k_cache, g_cache, decay, u_buf, v_view, b, coef, xs, qk,
-            out, torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8),
+            k_view, a3, A_log, dt2, initial_state, d_cache, k_cache, g_cache, decay, w_ring, u_buf, v_view, b, coef,
+            xs, qk, out, torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8),
             ssm_state_indices, write_pos, force, scalars[1], *flags, flush_args[2], fw,
-            flush_config.block_sizes[0], ring_block(B), ring_block(L), bool(overlap),
+            flush_config.block_sizes[0], ring_block(B), ring_block(L), bool(overlap), hand_w,
         )  # fmt: skip
         plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap))
     elif split:

@@ -56,6 +56,8 @@ FLUSH_VARIANTS = {
     # the flush rows whole, on a second stream beside the state launch (of high priority: 2)
     "beside": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 1},
     "beside_high": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 2},
+    # and the ring weights handed over by launch 1
+    "beside_weights": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 2, "flush_weights": 1},
 }
 
 
@@ -64,7 +66,7 @@ FLUSH_VARIANTS = {
 @pytest.mark.parametrize("flush", list(FLUSH_VARIANTS))
 def test_split_flush_variants_match_float64_reference(flush, L, state_dtype):
     """The split design's flush launch: the ring walk, ring tiles (a dot), over flush rows only, and
-    over flush rows whole beside the state launch (two streams)."""
+    over flush rows whole beside the state launch (two streams), with their ring weights from launch 1."""
     config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "k_stages": 3, "ring_prefetch": 1}
     config |= {"flush_block_v": 32, "flush_block_k": 32, "flush_warps": 4, **FLUSH_VARIANTS[flush]}
     _check_against_float64(32, 2, L, state_dtype, 3, config)
@@ -88,7 +90,7 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(launches):
     if launches == "beside":
         precision, launches = "fast", 3
         config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "k_stages": 3, "ring_prefetch": 1}
-        config |= {"flush_block_k": 32, "flush_warps": 4, **FLUSH_VARIANTS["beside_high"]}
+        config |= {"flush_block_k": 32, "flush_warps": 4, **FLUSH_VARIANTS["beside_weights"]}
     p = Problem(6, 2, 4, 128, 128, 4, spare_slots=3)
     dev = "cuda"
     gen = torch.Generator().manual_seed(0)

@@ -50,20 +50,22 @@ def test_generated_ring_walk_in_chunks():
 
 
 @pytest.mark.parametrize(
-    ("launches", "programs", "overlap"),
-    [(2, 0, 0), (3, 0, 0), (3, 3, 0), (3, 3, 1)],
-    ids=["two_launch", "split", "flush_rows", "flush_rows_beside"],
+    ("launches", "programs", "overlap", "weights"),
+    [(2, 0, 0, 0), (3, 0, 0, 0), (3, 3, 0, 0), (3, 3, 1, 0), (3, 3, 1, 1)],
+    ids=["two_launch", "split", "flush_rows", "flush_rows_beside", "flush_rows_beside_handed_weights"],
 )
-def test_generated_flush_by_ring_tiles(launches, programs, overlap):
+def test_generated_flush_by_ring_tiles(launches, programs, overlap, weights):
     """The flush by ring tiles (reverse scan + dot), and the flush launch over the flushing rows only
-    (``flush_programs``, split steps; ``flush_overlap``: those rows whole, output included), generated
-    code. With ``ring_prefetch`` the state launch also holds a 4-position ring tile beside the flush's
-    16-position ones (Helion must compile both)."""
+    (``flush_programs``, split steps; ``flush_overlap``: those rows whole, output included;
+    ``flush_weights``: their ring weights from launch 1), generated code. With ``ring_prefetch`` the
+    state launch also holds a 4-position ring tile beside the flush's 16-position ones (Helion must
+    compile both)."""
     p = Problem(3, 1, 2, 16, 16, 4)
     config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
     config["ring_prefetch"] = 1
     config["flush_programs"] = programs
     config["flush_overlap"] = overlap
+    config["flush_weights"] = weights
     fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
     r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=6)
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
