@@ -396,4 +396,5 @@ def test_launch_groups_pair_a_beside_launch_with_the_one_ahead():
             config=config | {"flush_overlap": overlap},
         )  # fmt: skip
         assert [(p.name, p.beside) for p in plan] == [("ring_weights", 0), ("state", 0), ("flush_rows", overlap)]
-        assert plan[1].args[-1] is bool(overlap) and plan[2].args[-1] is bool(overlap)  # SKIP_FLUSH, OWN
+        assert plan[1].args[-1] is bool(overlap)  # SKIP_FLUSH
+        assert plan[2].args[-2:] == (bool(overlap), False) and plan[0].args[-1] is False  # OWN, HAND_W (both)
