@@ -52,6 +52,7 @@ captured in a CUDA graph and replayed with new cursors.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -827,14 +828,10 @@ class Launch(NamedTuple):
         return _kernel(self.body, self.config)(*self.args)
 
 
-_SIDE_STREAMS: dict[tuple, torch.cuda.Stream] = {}
-
-
+@functools.cache
 def _side_stream(device: torch.device, priority: int) -> torch.cuda.Stream:
-    key = (device.index, priority)
-    if key not in _SIDE_STREAMS:
-        _SIDE_STREAMS[key] = torch.cuda.Stream(device, priority=-1 if priority == 2 else 0)
-    return _SIDE_STREAMS[key]
+    """The second stream of ``run_launches``, one per (device, ``beside`` priority), made once."""
+    return torch.cuda.Stream(device, priority=-1 if priority == 2 else 0)
 
 
 def launch_groups(plan: list[Launch], concurrent: bool) -> list[tuple[Launch, ...]]:
