@@ -13,11 +13,16 @@ Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
     python -m replayssm_kernels.inspect_codegen --kernel state_split --block-k 32 --config '{"k_stages": 3}'
     python -m replayssm_kernels.inspect_codegen --kernel fused --block-k 32 --config '{"range_num_stages": [0, 3]}'
     python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
+    python -m replayssm_kernels.inspect_codegen --fingerprint > before.txt   # then change, rerun, diff
+
+``--fingerprint`` hashes the Triton IR of every launch the tuned table runs, so a refactor of the
+kernel bodies can show it changed nothing they compile to.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -44,6 +49,47 @@ KERNELS = {
 }
 
 
+def _problem_inputs(num_v_heads: int, key_dim: int, value_dim: int, cache_length: int, state_dtype):
+    """Random CPU inputs of a 4-row decode step (codegen depends on shapes and dtypes only)."""
+    from replayssm_ref import ReplaySSMCache
+    from replayssm_ref.harness import Problem, random_token, random_weights
+
+    HV, K, V = num_v_heads, key_dim, value_dim
+    p = Problem(4, HV, HV, K, V, cache_length)
+    gen = torch.Generator().manual_seed(0)
+    w = random_weights(p, gen, "cpu")
+    mixed, a, b = random_token(p, gen, "cpu", torch.bfloat16)
+    S = torch.zeros(p.num_slots, HV, V, K, dtype=state_dtype)
+    c = ReplaySSMCache.allocate(
+        num_slots=p.num_slots, batch=4, num_q_heads=HV, num_v_heads=HV, key_dim=K, value_dim=V,
+        cache_length=cache_length,
+    )  # fmt: skip
+    out = torch.empty(4, 1, HV, V, dtype=torch.bfloat16)
+    idx = torch.arange(4, dtype=torch.int32)
+    return (mixed, a, b, w.A_log, w.dt_bias, w.scale, S), (c.d_cache, c.k_cache, c.g_cache), out, idx, c.write_pos
+
+
+def _plan(which: str, launches, common, caches, out, idx, write_pos, precision: str, config):
+    from . import kda_decode as kd
+
+    if which == "standard":
+        return kd.standard_launches(*common, out, idx, True, config=config)
+    return kd.replayssm_launches(
+        *common, *caches, out, idx, write_pos, None, True, precision=precision, launches=launches, config=config
+    )
+
+
+def launch_source(launch) -> tuple[str, dict]:
+    """(Triton source, {argument name: tensor}) of one ``kda_decode.Launch``."""
+    import inspect
+
+    from . import kda_decode as kd
+
+    names = list(inspect.signature(launch.body).parameters)
+    tensors = {n: t for n, t in zip(names, launch.args, strict=False) if isinstance(t, torch.Tensor)}
+    return kd._kernel(launch.body, launch.config).bind(launch.args).to_triton_code(launch.config), tensors
+
+
 def generated_source(
     kernel: str,
     cache_length: int,
@@ -59,43 +105,17 @@ def generated_source(
     The launch is the one the decode functions build (``kda_decode.replayssm_launches``), from a
     table-style config: ``block_sizes`` [block_v, block_k] (``[block_v]`` for the standard kernel),
     ``num_warps`` (also launch 1's ``prep_warps``) and ``extra``'s fields and kernel options."""
-    import inspect
-
-    from replayssm_ref import ReplaySSMCache
-    from replayssm_ref.harness import Problem, random_token, random_weights
-
-    from . import kda_decode as kd
-
-    p = Problem(4, 32, 32, 128, 128, cache_length)
-    gen = torch.Generator().manual_seed(0)
-    w = random_weights(p, gen, "cpu")
-    mixed, a, b = random_token(p, gen, "cpu", torch.bfloat16)
-    S = torch.zeros(p.num_slots, 32, 128, 128, dtype=state_dtype)
-    c = ReplaySSMCache.allocate(
-        num_slots=p.num_slots, batch=4, num_q_heads=32, num_v_heads=32, key_dim=128, value_dim=128,
-        cache_length=cache_length,
-    )  # fmt: skip
-    out = torch.empty(4, 1, 32, 128, dtype=torch.bfloat16)
-    idx = torch.arange(4, dtype=torch.int32)
+    common, caches, out, idx, write_pos = _problem_inputs(32, 128, 128, cache_length, state_dtype)
     which, launches, index = KERNELS[kernel]
     blocks = [block_v] if which == "standard" else [block_v, block_k]
     config = {"block_sizes": blocks, "num_warps": num_warps, "num_stages": 1, "prep_warps": num_warps}
     if kernel == "fused":
         config["range_num_stages"] = [0, 2]
     config.update(extra or {})
-    common = (mixed, a, b, w.A_log, w.dt_bias, w.scale, S)
     if which == "standard":
         config.pop("prep_warps")
-        plan = kd.standard_launches(*common, out, idx, True, config=config)
-    else:
-        caches = (c.d_cache, c.k_cache, c.g_cache)
-        plan = kd.replayssm_launches(
-            *common, *caches, out, idx, c.write_pos, None, True, precision=precision, launches=launches, config=config
-        )
-    launch = plan[index]
-    names = list(inspect.signature(launch.body).parameters)
-    tensors = {n: t for n, t in zip(names, launch.args, strict=False) if isinstance(t, torch.Tensor)}
-    source = kd._kernel(launch.body, launch.config).bind(launch.args).to_triton_code(launch.config)
+    launch = _plan(which, launches, common, caches, out, idx, write_pos, precision, config)[index]
+    source, tensors = launch_source(launch)
     return source, tensors, launch.config
 
 
@@ -108,8 +128,8 @@ def _host_constant(name: str, source: str, tensors: dict) -> int:
     return 1 << (tensors[size.group(1)].size(int(size.group(2))) - 1).bit_length()
 
 
-def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
-    """Compile the generated kernel for sm_90 offline and count the costly instructions."""
+def compile_sm90(source: str, tensors: dict, num_warps: int):
+    """The generated kernel compiled for sm_90 offline (Triton's ``CompiledKernel``: ``.asm``, ``.metadata``)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -141,7 +161,12 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
         else:
             sig[name] = "i32"
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
+
+
+def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
+    """Compile the generated kernel for sm_90 offline and count the costly instructions."""
+    compiled = compile_sm90(source, tensors, num_warps)
     ptx, ttgir = compiled.asm["ptx"], compiled.asm["ttgir"]
     return {
         **ptxas_usage(ptx),
@@ -176,6 +201,52 @@ def ptxas_usage(ptx: str) -> dict:
             if regs and spill:
                 return {"registers": int(regs.group(1)), "spill_bytes": int(spill.group(1))}
     return {}
+
+
+def _normalised(text: str, ir: bool) -> str:
+    """Source without its comment lines (Helion's ``# src[...]`` notes), or IR without line info and
+    with its values renumbered in order of appearance (Triton names them after the source's names)."""
+    if ir:
+        text = re.sub(r"\s*loc\((?:[^()]|\([^()]*\))*\)", "", text)
+        text = "\n".join(line for line in text.splitlines() if line.strip() and not line.startswith("#loc"))
+        names: dict[str, str] = {}
+        return re.sub(r"%[\w.$-]+", lambda m: names.setdefault(m.group(0), f"%{len(names)}"), text)
+    return "\n".join(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _entry_shape(key: str) -> tuple[str, torch.dtype, int, int, int]:
+    """(kind, state dtype, K, V, L) a table key stands for; ``*`` at fp32, K=V=128, L=16."""
+    kind, dtype_name, cls = key.split("/")
+    dtype_name = "float32" if dtype_name == "*" else dtype_name
+    dims = dict(re.findall(r"([A-Z]+)(\d+)", cls)) if cls != "*" else {}
+    K, V, L = (int(dims.get(n, d)) for n, d in (("K", 128), ("V", 128), ("LB", 16)))
+    return kind, getattr(torch, dtype_name), K, V, L
+
+
+def table_fingerprints(stem: str = "nvidia_h200", extra: dict | None = None, ir: bool = True):
+    """Yield (table key, launch name, source hash, IR hash) for every launch of every entry of
+    ``configs/<stem>.json`` (fast precision, HV=32, 4 rows), ``extra`` merged into the ReplaySSM entries.
+
+    The source hash is of the generated Triton without comments, the IR hash of its sm_90 Triton IR
+    (``ttir``) without line info, so it ignores names as well: equal IR hashes before and after a
+    refactor of the kernel bodies mean the tuned table runs the same kernels ("" with ``ir`` False)."""
+    from . import configs
+    from .kda_decode import LAUNCH_KINDS
+
+    launches_of = {kind: n for n, kind in LAUNCH_KINDS.items()}
+    for key, entry in sorted(configs._read(stem).items()):
+        kind, dtype, K, V, L = _entry_shape(key)
+        which = "standard" if kind == "standard" else "replayssm"
+        config = dict(entry) if which == "standard" else {**entry, **(extra or {})}
+        common, caches, out, idx, write_pos = _problem_inputs(32, K, V, L, dtype)
+        for launch in _plan(which, launches_of.get(kind), common, caches, out, idx, write_pos, "fast", config):
+            source, tensors = launch_source(launch)
+            ttir = compile_sm90(source, tensors, launch.config.num_warps).asm["ttir"] if ir else None
+            yield key, launch.name, _digest(_normalised(source, False)), _digest(_normalised(ttir, True)) if ir else ""
 
 
 def _append_row(args, report: dict, argv) -> None:
@@ -216,11 +287,24 @@ def main(argv=None) -> int:
     ap.add_argument("--config", type=json.loads, default={}, help="more helion.Config fields as JSON")
     ap.add_argument("--dump", help="also write the generated Triton source here")
     ap.add_argument("--csv", type=Path, help="also append the report as a row here (env.json beside it)")
+    ap.add_argument(
+        "--fingerprint",
+        metavar="TABLE",
+        nargs="?",
+        const="nvidia_h200",
+        help="instead: hash every launch of every entry of configs/TABLE.json (--config merged into the "
+        "ReplaySSM entries), to diff before and after a kernel change",
+    )
     args = ap.parse_args(argv)
     if os.environ.get("HELION_INTERPRET") == "1" or os.environ.get("TRITON_INTERPRET") == "1":
         print("unset HELION_INTERPRET / TRITON_INTERPRET: this compiles real Triton code", file=sys.stderr)
         return 2
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    if args.fingerprint:
+        print("entry launch source ttir")
+        for row in table_fingerprints(args.fingerprint, args.config):
+            print(*row, flush=True)
+        return 0
     source, tensors, config = generated_source(
         args.kernel,
         args.cache_length,

@@ -137,6 +137,28 @@ def _ring_delta(d_cache, slot, j, i, c, tile_b, tile_v):
     return hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live).to(torch.float32)
 
 
+def _ring_tile_flush(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, cols, in_v, tile_fk, alpha):
+    """One ``[FW, FK]`` ring tile of the flush's closed form, ring positions ``pos``, newest tile first:
+    ``(S + sum_i d_i (W_i alpha kappa_i)^T, newer + sum_i gamma_i)`` over the tile.
+
+    ``W_i alpha kappa_i`` for the whole tile comes from one reverse scan of gamma shifted by one
+    position (as in the reference's suffix sums: no subtraction) plus ``newer``, the sum of gamma over
+    the newer tiles; the sum over the tile is then one ``[BV, FW] x [FW, FK]`` dot. The ``[1, FW]``
+    masks: ``live`` for the ring loads (positions past the cursor load nothing: stale, even NaN,
+    entries never enter), ``later`` for gamma shifted by one (i + 1 live and in this tile); ``in_v``
+    masks the V channels ``cols`` (``None``: a tile, masked already); ``alpha`` is ``[1, FK]``. The
+    loads do not depend on the running sum, so a program has a whole tile in flight."""
+    kappa = hl.load(k_cache, [slot, h, pos, tile_fk], extra_mask=live[:, :, None])
+    gamma = hl.load(g_cache, [slot, j, pos, tile_fk], extra_mask=live[:, :, None])
+    gamma_next = hl.load(g_cache, [slot, j, pos + 1, tile_fk], extra_mask=later[:, :, None])
+    d_live = live[:, :, None] if in_v is None else live[:, :, None] & in_v[None, None, :]
+    d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
+    suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer.unsqueeze(1)  # [1, FW, FK]
+    w = torch.exp(suffix) * kappa.to(torch.float32) * alpha[:, None, :]  # W_i alpha kappa_i
+    S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+    return S, newer + gamma.sum(1)
+
+
 def _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE):
     """(valid, slot [1], c, flush) of a batch row, shared by the ReplaySSM kernels.
 
@@ -483,30 +505,20 @@ def _replayssm_state_body(
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                         S = S * alpha_c[None, None, :]
-                    elif TILES:  # the closed form below, a [FW, FK] tile of the ring at a time, newest first
-                        # W_i alpha kappa_i for a whole tile from one reverse scan of gamma shifted by one
-                        # position (as in the reference's suffix sums: no subtraction), `newer` carrying
-                        # the sum over the newer tiles; then the tile's sum_i d_i (...)^T is one
-                        # [BV, FW] x [FW, FK] dot. Its loads are independent of the running sum, so a
-                        # flush row's program has a whole tile in flight instead of CH positions.
+                    elif TILES:  # the closed form below, a [FW, FK] tile of the ring at a time (_ring_tile_flush)
                         S = S * decay[tile_b, j, tile_fk][:, None, :]
                         newer = hl.zeros([tile_b, tile_fk], dtype=torch.float32)  # sum of gamma over newer tiles
                         # (names of their own: `ring` and `live` above are the RING_ONCE tile's, and a
-                        # loop may not rebind a name to another shape; _flush_rows_body has the same loop)
-                        for tile_t in hl.tile((NT * FW - c) // FW, NT, block_size=1):
+                        # loop may not rebind a name to another shape)
+                        for tile_t in hl.tile((NT * FW - c) // FW, NT, block_size=1):  # newest tile first
                             start = (NT - 1 - tile_t.begin) * FW
                             pos = start + hl.arange(FW)
-                            pos_live = pos < c  # positions >= c load nothing: stale (even NaN) entries never enter
-                            pos_later = (pos + 1 < c) & (pos + 1 < start + FW)  # i + 1 is live and in this tile
-                            kappa = hl.load(k_cache, [slot, h, pos, tile_fk], extra_mask=pos_live[None, :, None])
-                            gamma = hl.load(g_cache, [slot, j, pos, tile_fk], extra_mask=pos_live[None, :, None])
-                            nxt = pos_later[None, :, None]
-                            gamma_next = hl.load(g_cache, [slot, j, pos + 1, tile_fk], extra_mask=nxt)
-                            d_t = hl.load(d_cache, [slot, j, pos, tile_v], extra_mask=pos_live[None, :, None])
-                            suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]  # [1, FW, FK]
-                            w = torch.exp(suffix) * kappa.to(torch.float32) * alpha_c[None, None, :]  # W_i alpha kappa
-                            S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
-                            newer = newer + gamma.sum(1)
+                            pos_live = pos[None, :] < c  # [1, FW]
+                            pos_later = (pos[None, :] + 1 < c) & (pos[None, :] + 1 < start + FW)
+                            S, newer = _ring_tile_flush(
+                                S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, pos_live, pos_later,
+                                tile_v, None, tile_fk, alpha_c[None, :],
+                            )  # fmt: skip
                     else:  # closed form, newest to oldest: S0 e^Gamma alpha + sum_i d_i (W_i alpha kappa_i)^T
                         # (S0 scaled first: keeping it apart until the end took the two-launch state kernel from
                         # 128 to 181 registers, run 24)
@@ -645,19 +657,15 @@ def _flush_rows_body(
                 else:
                     alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
                     newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
-                    for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first; positions >= c load nothing
+                    for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first (_ring_tile_flush)
                         start = (NT - 1 - tile_w.begin) * FW
                         ring = start + hl.arange(FW)
                         live = ring[None, :] < c[:, None]  # [1, FW]
                         later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
-                        kappa = hl.load(k_cache, [slot, h, ring, tile_fk], extra_mask=live[:, :, None])
-                        gamma = hl.load(g_cache, [slot, j, ring, tile_fk], extra_mask=live[:, :, None])
-                        gamma_next = hl.load(g_cache, [slot, j, ring + 1, tile_fk], extra_mask=later[:, :, None])
-                        d_t = hl.load(d_cache, [slot, j, ring, cols], extra_mask=live[:, :, None] & in_v[None, None, :])
-                        suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer[:, None, :]  # [1, FW, FK]
-                        w = torch.exp(suffix) * kappa.to(torch.float32) * alpha_c[:, None, :]  # W_i alpha kappa_i
-                        S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
-                        newer = newer + gamma.sum(1)
+                        S, newer = _ring_tile_flush(
+                            S, newer, d_cache, k_cache, g_cache, slot, h, j, ring, live, later, cols, in_v, tile_fk,
+                            alpha_c,
+                        )  # fmt: skip
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
                 S = S + u[:, :, None] * k_c[:, None, :]
                 out_mask = in_v[None, :, None]

@@ -184,3 +184,34 @@ def test_inspect_codegen_reports_registers_offline(tmp_path):
     row = pd.read_csv(csv).iloc[0]  # the same report, as a CSV row with its command
     assert row.registers == int(report["registers"]) and "--block-v 32" in row.command
     assert (tmp_path / "env.json").exists()
+
+
+def test_codegen_fingerprint_ignores_names_and_line_info():
+    """``inspect_codegen --fingerprint`` hashes IR with its values renumbered and line info dropped, so a
+    refactor that only renames or moves source lines keeps the hash, and a changed op does not."""
+    from replayssm_kernels.inspect_codegen import _normalised
+
+    ir = '%acc = arith.addf %acc_prev, %x : f32 loc(#loc3)\n#loc3 = loc("k.py":3:4)'
+    renamed = "%total = arith.addf %old, %x_f : f32 loc(#loc9)"
+    assert _normalised(ir, True) == _normalised(renamed, True)
+    assert _normalised(ir, True) != _normalised(ir.replace("addf", "mulf"), True)
+    assert _normalised("x = 1  \n    # src[k.py:3]: x = 1\n", False) == _normalised("x = 1  \n", False)
+
+
+def test_codegen_fingerprint_of_a_table():
+    """Every launch of every entry of a config table gets a source and an IR hash (offline compile)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HELION_INTERPRET", "TRITON_INTERPRET")}
+    argv = [sys.executable, "-m", "replayssm_kernels.inspect_codegen", "--fingerprint", "default"]
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = [line.split() for line in run.stdout.splitlines()[1:]]
+    launches = {(key, name) for key, name, *_ in rows}
+    assert ("replayssm_split/*/*", "state") in launches and ("standard/*/*", "standard") in launches
+    assert len(rows) == len(launches) and all(re.fullmatch(r"[0-9a-f]{12}", h) for *_, s, t in rows for h in (s, t))
+    pairs = {(s, t) for *_, s, t in rows}  # launch 1 is the same kernel in both ReplaySSM designs
+    assert len(pairs) == len({s for s, _ in pairs}) == len({t for _, t in pairs}) == len(rows) - 1
