@@ -64,6 +64,7 @@ KERNEL_OPTIONS = {
     "ring_tile": 16,  # two-launch state kernel: most ring positions of d per device-loop iteration
     "ring_chunk": 8,  # ring-weights launch and flush: most ring positions per unrolled chunk
     "prep_warps": 1,  # two- and three-launch: warps of launch 1 (the per-(row, head) ring weights)
+    "prep_heads": 1,  # two- and three-launch: value heads per program of launch 1 (1 if it does not divide HV)
     "flush_block_k": 32,  # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers)
     "flush_block_v": 0,  # three-launch: the flush launch's V tile (0: the state launch's)
     "flush_warps": 0,  # three-launch: the flush launch's warps (0: the state launch's)

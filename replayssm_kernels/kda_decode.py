@@ -323,58 +323,72 @@ def _ring_weights_body(
     HPQ: hl.constexpr,
     CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
     HAND_W: hl.constexpr,  # hand the flush-rows launch its ring weights (the flush_weights option)
+    RH: hl.constexpr,  # value heads per program (the prep_heads option; divides HV)
 ) -> torch.Tensor:
-    """Launch 1 of a two- or three-launch ReplaySSM step, one program per (row, value head): everything
-    on the K side.
+    """Launch 1 of a two- or three-launch ReplaySSM step, one program per (row, ``RH`` value heads):
+    everything on the K side.
 
     The state enters a step only through ``S_pre x = S0 (e^Gamma alpha x) + sum_i d_i ((W_i alpha
     kappa_i) . x)`` for x = q, k (normalised and scaled), so the K-side ring (``kappa``, ``gamma``)
     collapses to the two K-vectors ``e^Gamma alpha x`` and 2c scalars per (row, head). Computing them
     here, once, leaves the state kernel (launch 2) a pair of mat-vecs with ready vectors: no ring work
-    repeated per V tile, no norms, no gate."""
+    repeated per V tile, no norms, no gate.
+
+    Tiles are ``[1, RH, K]`` (row, heads, channels): every reduction runs along K, within one head.
+    With ``RH`` heads and as many warps a program keeps one warp per head, and a streaming
+    multiprocessor, which holds at most 32 programs, more warps in flight than with one-warp programs."""
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
     HV = a3.size(1)
     L = hl.specialize(g_cache.size(2))
-    for tile_b, tile_j in hl.tile([B, HV], block_size=[1, 1]):
+    for tile_b, tile_j in hl.tile([B, HV], block_size=[1, RH]):
         row = tile_b.begin
-        j = tile_j.begin
-        h = j // HPQ
+        h = tile_j.index // HPQ  # [RH]: each value head's q/k head
         valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
-        q, k, g, _ = _token_body(
-            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
-            scale, lower_bound, USE_L2NORM, BOUNDED,
-        )  # fmt: skip
+        # The current token, as _token_body per head: normalised, scaled q and k, and the gate g ([RH, K])
+        q = q_view[row, h, :].to(torch.float32)
+        k = k_view[row, h, :].to(torch.float32)
+        if USE_L2NORM:  # (1 / sqrt: Triton's interpreter lacks rsqrt)
+            q = q * (1.0 / torch.sqrt((q * q).sum(1, keepdim=True) + L2NORM_EPS))
+            k = k * (1.0 / torch.sqrt((k * k).sum(1, keepdim=True) + L2NORM_EPS))
+        q = q * scale
+        g = _gate(a3[row, tile_j, :], dt2[tile_j, :], A_log[tile_j][:, None], lower_bound, BOUNDED)
         # Newest entry first, one entry at a time (CH per unrolled chunk, so their loads issue together):
         # the suffix sums W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation and no
-        # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing.
-        # (Reading the ring as [16, K] tiles with a reverse scan instead ran this launch at half the
-        # speed on the H200: run 23 in results/bench/NOTES.md.)
+        # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing
+        # (stale, even NaN, entries never enter). (Reading the ring as [16, K] tiles with a reverse scan
+        # instead ran this launch at half the speed on the H200: run 23 in results/bench/NOTES.md.)
         alpha = torch.exp(g)
-        newer = hl.zeros([tile_b, K], dtype=torch.float32)  # sum of gamma over the entries already seen
+        newer = hl.zeros([tile_b, tile_j, K], dtype=torch.float32)  # sum of gamma over the entries seen
         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
             for t in hl.static_range(CH):
                 i = L - 1 - tile_f.begin * CH - t
-                kappa, gamma = _ring_key(k_cache, g_cache, slot, h, j, i, c, tile_b, slice(None), K)
-                m = torch.exp(newer) * kappa * alpha[None, :]  # W_i alpha kappa_i
-                hl.store(coef, [tile_b, j, 0, i], (m * q[None, :]).sum(1))
-                hl.store(coef, [tile_b, j, 1, i], (m * k[None, :]).sum(1))
+                live = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + i) < c
+                kappa = hl.load(k_cache, [slot, h, i, hl.arange(K)], extra_mask=live).to(torch.float32)
+                gamma = hl.load(g_cache, [slot, tile_j, i, hl.arange(K)], extra_mask=live)
+                m = torch.exp(newer) * kappa * alpha[None, :, :]  # W_i alpha kappa_i, [1, RH, K]
+                hl.store(coef, [tile_b, tile_j, 0, i], (m * q[None, :, :]).sum(2))
+                hl.store(coef, [tile_b, tile_j, 1, i], (m * k[None, :, :]).sum(2))
                 if HAND_W:  # the flush's rank-1 weights, for live positions of flush rows only
                     # (a bound of 0 on other rows: a scalar flag in the mask breaks TRITON_INTERPRET)
-                    hand = (hl.zeros([tile_b, K], dtype=torch.int32) + i) < torch.where(flush, c, c * 0)
-                    hl.store(w_ring, [tile_b, j, i, hl.arange(K)], m, extra_mask=hand)
+                    hand = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + i) < torch.where(flush, c, c * 0)
+                    hl.store(w_ring, [tile_b, tile_j, i, hl.arange(K)], m, extra_mask=hand)
                 newer = newer + gamma
-        decay_alpha = torch.exp(newer + g[None, :])  # e^Gamma alpha: newer = Gamma now
-        decay[tile_b, j, :] = decay_alpha
-        xs[tile_b, j, 0, :] = decay_alpha * q[None, :]
-        xs[tile_b, j, 1, :] = decay_alpha * k[None, :]
-        qk[tile_b, j] = (q * k).sum(0)[None]
-        # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head.
+        decay_alpha = torch.exp(newer + g[None, :, :])  # e^Gamma alpha: newer = Gamma now
+        decay[tile_b, tile_j, :] = decay_alpha
+        xs[tile_b, tile_j, 0, :] = decay_alpha * q[None, :, :]
+        xs[tile_b, tile_j, 1, :] = decay_alpha * k[None, :, :]
+        qk[tile_b, tile_j] = (q * k).sum(1)[None, :]
+        # Non-flush rows append k and g at the cursor (d comes from launch 2); k once per q/k head, by
+        # the first value head of its group.
         if valid & ~flush:
             for tile_c in hl.tile(c, c + 1, block_size=1):
-                g_cache[slot, j, tile_c, :] = g[None, None, :]
-                if j % HPQ == 0:
-                    k_cache[slot, h, tile_c, :] = k[None, None, :].to(k_cache.dtype)
+                g_cache[slot, tile_j, tile_c, :] = g[None, :, None, :]
+                first = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + tile_j.index[None, :, None]) % HPQ == 0
+                hl.store(
+                    k_cache, [slot, h, tile_c, hl.arange(K)], k[None, :, None, :].to(k_cache.dtype),
+                    extra_mask=first[:, :, None, :],
+                )  # fmt: skip
     return coef
 
 
@@ -951,6 +965,7 @@ def replayssm_launches(
     weights_args = (
         q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
         coef, xs, qk, decay, w_ring, *scalars, *flags, ring_chunk(L, options["ring_chunk"]), hand_w,
+        options["prep_heads"] if HV % options["prep_heads"] == 0 else 1,
     )  # fmt: skip
     weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
     plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]

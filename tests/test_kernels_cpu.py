@@ -86,6 +86,28 @@ def test_ring_walk_in_unrolled_chunks(L, launches, ring_chunk):
     assert r.max_rel <= 1e-5, (r.max_out_rel, r.max_state_rel)
 
 
+@pytest.mark.parametrize(
+    ("launches", "weights"), [(2, 0), (3, 0), (3, 1)], ids=["two_launch", "split", "split_handed_weights"]
+)
+@pytest.mark.parametrize(("hv", "gqa", "prep_heads"), [(4, 2, 2), (4, 1, 4), (8, 4, 4), (6, 2, 4)])
+def test_ring_weights_over_several_heads(hv, gqa, prep_heads, launches, weights):
+    """Launch 1 with ``prep_heads`` value heads per program: per-head norms, gates and ring walks side
+    by side, the k append once per q/k head (by the first value head of its group; GQA up to 4), and
+    (HV = 6) one head per program where the option does not divide HV."""
+    p = Problem(3, hv // gqa, hv, 16, 16, 5)
+    config = {"block_sizes": [8, 8], "num_warps": 1, "num_stages": 1, "prep_heads": prep_heads}
+    if launches == 3:
+        config |= {"flush_tiles": 16, "flush_programs": 4, "flush_weights": weights}
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
+    r = run_sequence(
+        p, steps=2 * p.cache_length + 3, replay_fn=fn, state_dtype=torch.float32, device=DEVICE, p_force=0.2,
+        seed=hv + prep_heads, check_materialized=True,
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok
+    assert r.max_rel <= 1e-5, (r.max_out_rel, r.max_state_rel)
+    assert r.natural_flushes + r.forced_flushes > 0
+
+
 @pytest.mark.parametrize("precision", ["fast", "precise"])
 @pytest.mark.parametrize("flush", [dict(flush_block_v=16, flush_warps=2), dict(flush_block_v=4, flush_block_k=32)])
 def test_flush_launch_with_its_own_tile(flush, precision):

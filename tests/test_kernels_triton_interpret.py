@@ -72,6 +72,19 @@ def test_generated_flush_by_ring_tiles(launches, programs, overlap, weights):
     assert r.natural_flushes > 0
 
 
+@pytest.mark.parametrize("prep_heads", [2, 4])
+def test_generated_ring_weights_over_several_heads(prep_heads):
+    """Launch 1 with ``prep_heads`` value heads per program (GQA 2: the k append by the first head of
+    each group only), generated code; with handed weights for the flush rows."""
+    p = Problem(3, 2, 4, 16, 16, 4)
+    config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
+    config |= {"flush_programs": 3, "flush_weights": 1, "prep_heads": prep_heads, "prep_warps": prep_heads}
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=3, config=config)
+    r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=7)
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+    assert r.natural_flushes > 0
+
+
 def test_generated_standard_code():
     p = Problem(3, 1, 2, 16, 16, 1)
     r = run_sequence(
