@@ -60,8 +60,12 @@ FLUSH_VARIANTS = {
     "beside_weights": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 2, "flush_weights": 1},
     # and launch 1 over two value heads per program (one warp each)
     "beside_two_heads": {
-        "flush_tiles": 16, "flush_programs": 264, "flush_overlap": 2, "prep_heads": 2, "prep_warps": 2,
-    },  # fmt: skip
+        "flush_tiles": 16,
+        "flush_programs": 264,
+        "flush_overlap": 2,
+        "prep_heads": 2,
+        "prep_warps": 2,
+    },
 }
 
 
