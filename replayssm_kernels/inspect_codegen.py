@@ -256,7 +256,7 @@ def _append_row(args, report: dict, argv) -> None:
     from .envinfo import write_env_json
 
     command = "python -m replayssm_kernels.inspect_codegen " + " ".join(argv if argv is not None else sys.argv[1:])
-    row = {k: v for k, v in vars(args).items() if k not in ("dump", "csv")}
+    row = {k: v for k, v in vars(args).items() if k not in ("dump", "csv", "fingerprint")}
     row = {**row, "config": json.dumps(args.config), **report, "command": command}
     new_file = not args.csv.exists()
     args.csv.parent.mkdir(parents=True, exist_ok=True)
