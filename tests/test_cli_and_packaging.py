@@ -215,3 +215,21 @@ def test_codegen_fingerprint_of_a_table():
     assert len(rows) == len(launches) and all(re.fullmatch(r"[0-9a-f]{12}", h) for *_, s, t in rows for h in (s, t))
     pairs = {(s, t) for *_, s, t in rows}  # launch 1 is the same kernel in both ReplaySSM designs
     assert len(pairs) == len({s for s, _ in pairs}) == len({t for _, t in pairs}) == len(rows) - 1
+
+
+@pytest.mark.parametrize("table", sorted((ROOT / "replayssm_kernels/configs").glob("*.json")), ids=lambda p: p.stem)
+def test_config_tables_hold_only_known_fields(table):
+    """Every tuned table names its device and how it was tuned, and every entry holds only Helion
+    config fields the kernels set and the kernel options of ``configs.KERNEL_OPTIONS``: Helion accepts
+    unknown fields silently, so a misspelt option would otherwise fall back to its default unnoticed."""
+    from replayssm_kernels.configs import KERNEL_OPTIONS
+
+    doc = json.loads(table.read_text())
+    assert doc["device"] and doc["tuned_by"]
+    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
+    for key, entry in doc["configs"].items():
+        kind, dtype_name, _cls = key.split("/")
+        assert kind in {"replayssm", "replayssm_split", "replayssm_fused", "standard"}, key
+        assert dtype_name in {"*", "float32", "bfloat16", "float16"}, key
+        assert set(entry) <= known, (key, set(entry) - known)
+        assert {"block_sizes", "num_warps"} <= set(entry), key
