@@ -11,7 +11,8 @@ ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two m
 and everything but ``S0`` and ``d`` lives on the K side. Three designs compute it (``launches=``;
 the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the two on the H200):
 
-* Two launches. ``_ring_weights_body``, one warp per (row, value head), walks the live ``kappa`` /
+* Two launches. ``_ring_weights_body``, one warp per (row, value head) (or per ``prep_heads`` of
+  them: no faster on an H100, run 27), walks the live ``kappa`` /
   ``gamma`` entries once, newest first, and writes to small scratch buffers the 2c scalars ``(W_i alpha kappa_i) . x``
   and the two K-vectors ``e^Gamma alpha x`` (x = q, k, normalised and scaled) with ``q . k``; it
   appends ``k`` and ``g``. ``_replayssm_state_body``, one program per (row, value head, V tile), is
