@@ -82,10 +82,12 @@ def ring_chunk(cache_length: int, most: int = 8) -> int:
     return ch
 
 
-def _l2_scale(x, USE_L2NORM):
-    """The factor that l2-normalises the fp32 vector ``x`` (1 without l2norm)."""
+def _l2_scale(x, USE_L2NORM, rows=False):
+    """The factor that l2-normalises the fp32 vector ``x`` (1 without l2norm); with ``rows``, each row
+    of the ``[R, K]`` tile ``x`` (an ``[R, 1]`` factor)."""
     if USE_L2NORM:
-        return 1.0 / torch.sqrt((x * x).sum(0) + L2NORM_EPS)  # not rsqrt: Triton's interpreter lacks it
+        sq = (x * x).sum(1, keepdim=True) if rows else (x * x).sum(0)
+        return 1.0 / torch.sqrt(sq + L2NORM_EPS)  # not rsqrt: Triton's interpreter lacks it
     return 1.0
 
 
@@ -99,15 +101,16 @@ def _gate(a_t, dt_t, A_log_j, lower_bound, BOUNDED):
     return -A * torch.where(x <= LOG1P_THRESHOLD, torch.log1p(torch.exp(torch.minimum(x, x * 0 + LOG1P_THRESHOLD))), x)
 
 
-def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NORM, BOUNDED):
-    """Shared by both kernels: normalise q/k, build the gate g and beta (all fp32).
+def _token_body(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NORM, BOUNDED, rows=False):
+    """Shared by both kernels: normalise q/k, build the gate g and beta (all fp32); with ``rows``, for
+    ``[R, K]`` tiles of R heads (``A_log_j`` then ``[R, 1]``).
 
     Helion inlines this at trace time; it is plain tensor code.
     """
     q = q_t.to(torch.float32)
     k = k_t.to(torch.float32)
-    q = q * (_l2_scale(q, USE_L2NORM) * scale)
-    k = k * _l2_scale(k, USE_L2NORM)
+    q = q * (_l2_scale(q, USE_L2NORM, rows) * scale)
+    k = k * _l2_scale(k, USE_L2NORM, rows)
     g = _gate(a_t, dt_t, A_log_j, lower_bound, BOUNDED)
     beta = torch.sigmoid(b_t.to(torch.float32))
     return q, k, g, beta
@@ -346,14 +349,10 @@ def _ring_weights_body(
         row = tile_b.begin
         h = tile_j.index // HPQ  # [RH]: each value head's q/k head
         valid, slot, c, flush = _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE)
-        # The current token, as _token_body per head: normalised, scaled q and k, and the gate g ([RH, K])
-        q = q_view[row, h, :].to(torch.float32)
-        k = k_view[row, h, :].to(torch.float32)
-        if USE_L2NORM:  # (1 / sqrt: Triton's interpreter lacks rsqrt)
-            q = q * (1.0 / torch.sqrt((q * q).sum(1, keepdim=True) + L2NORM_EPS))
-            k = k * (1.0 / torch.sqrt((k * k).sum(1, keepdim=True) + L2NORM_EPS))
-        q = q * scale
-        g = _gate(a3[row, tile_j, :], dt2[tile_j, :], A_log[tile_j][:, None], lower_bound, BOUNDED)
+        q, k, g, _ = _token_body(  # [RH, K] each
+            q_view[row, h, :], k_view[row, h, :], a3[row, tile_j, :], dt2[tile_j, :], A_log[tile_j][:, None],
+            b[row, tile_j], scale, lower_bound, USE_L2NORM, BOUNDED, rows=True,
+        )  # fmt: skip
         # Newest entry first, one entry at a time (CH per unrolled chunk, so their loads issue together):
         # the suffix sums W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation and no
         # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing
