@@ -1,8 +1,10 @@
 """Figures and tables drawn from the committed CSVs (one function per figure), and the README tables.
 
 ``python -m replayssm_kernels.plots`` redraws every benchmark PNG under ``results/`` and rewrites the
-generated blocks of ``README.md`` from ``results/bench/decode_throughput.csv`` and
-``results/gpu_check/kernel_errors.csv``. Nothing here runs a kernel.
+generated blocks of ``README.md`` from ``results/bench/decode_throughput.csv``,
+``results/gpu_check/kernel_errors.csv`` and ``results/profile/launch_times.csv`` (the H200), and from
+the same files under ``h100/`` (the H100's sweep, README blocks named ``..._H100``). Nothing here runs
+a kernel.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_CSV = ROOT / "results/bench/decode_throughput.csv"
 ERRORS_CSV = ROOT / "results/gpu_check/kernel_errors.csv"
 LAUNCHES_CSV = ROOT / "results/profile/launch_times.csv"
+# Other GPUs' result sets: (README block suffix, sweep, gpu_check errors, per-launch profile)
+OTHER_SETS = [
+    ("H100", *(ROOT / f"results/{kind}/h100/{name}" for kind, name in
+               (("bench", "decode_throughput.csv"), ("gpu_check", "kernel_errors.csv"),
+                ("profile", "launch_times.csv")))),
+]  # fmt: skip
 
 
 def revision(csv: Path) -> str:
@@ -371,32 +379,47 @@ def replace_block(text: str, name: str, body: str) -> str:
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.plots")
-    ap.add_argument("--bench-csv", type=Path, default=BENCH_CSV)
-    ap.add_argument("--errors-csv", type=Path, default=ERRORS_CSV)
-    ap.add_argument("--launches-csv", type=Path, default=LAUNCHES_CSV)
-    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
-    args = ap.parse_args(argv)
-    df = load_bench(args.bench_csv)
-    out = args.bench_csv.parent
+def refresh(text: str | None, tag: str, bench_csv: Path, errors_csv: Path, launches_csv: Path) -> str | None:
+    """Draw one result set's figures beside its CSVs and return ``text`` (the README) with its blocks
+    (named with the suffix ``_<tag>`` when ``tag`` is set) rewritten."""
+    df = load_bench(bench_csv)
+    out = bench_csv.parent
     plot_time_vs_cache_length(df, out / "time_vs_cache_length.png")
     plot_speedup(df, out / "speedup.png")
     plot_bandwidth(df, out / "bandwidth.png")
     best_cache_length(df).to_csv(out / "best_cache_length.csv", index=False)
-    err = pd.read_csv(args.errors_csv, keep_default_na=False)
-    plot_kernel_errors(err, args.errors_csv.parent / "kernel_errors.png")
-    if args.readme.exists():
-        text = args.readme.read_text()
-        text = replace_block(text, "HEADLINE", headline_markdown(df, rev=revision(args.bench_csv)))
-        text = replace_block(text, "SUMMARY", summary_markdown(df, err, err_rev=revision(args.errors_csv)))
-        text = replace_block(text, "SHAPES", shapes_markdown(df))
-        if args.launches_csv.exists():
-            lt = pd.read_csv(args.launches_csv)
-            text = replace_block(text, "LAUNCHES", launches_markdown(lt, revision(args.launches_csv)))
-        text = replace_block(text, "ERRORS", errors_markdown(err))
+    err = pd.read_csv(errors_csv, keep_default_na=False)
+    plot_kernel_errors(err, errors_csv.parent / "kernel_errors.png")
+    if text is None:
+        return None
+    suffix = f"_{tag}" if tag else ""
+    text = replace_block(text, "HEADLINE" + suffix, headline_markdown(df, rev=revision(bench_csv)))
+    text = replace_block(text, "SUMMARY" + suffix, summary_markdown(df, err, err_rev=revision(errors_csv)))
+    text = replace_block(text, "SHAPES" + suffix, shapes_markdown(df))
+    if launches_csv.exists():
+        lt = pd.read_csv(launches_csv)
+        text = replace_block(text, "LAUNCHES" + suffix, launches_markdown(lt, revision(launches_csv)))
+    return replace_block(text, "ERRORS" + suffix, errors_markdown(err))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.plots")
+    ap.add_argument("--bench-csv", type=Path, help="one result set only (default: the H200's, then OTHER_SETS)")
+    ap.add_argument("--errors-csv", type=Path, default=ERRORS_CSV)
+    ap.add_argument("--launches-csv", type=Path, default=LAUNCHES_CSV)
+    ap.add_argument("--tag", default="", help="with --bench-csv: the README blocks' suffix (e.g. H100)")
+    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    args = ap.parse_args(argv)
+    sets = [(args.tag, args.bench_csv or BENCH_CSV, args.errors_csv, args.launches_csv)]
+    if args.bench_csv is None:
+        sets += [s for s in OTHER_SETS if s[1].exists()]
+    text = args.readme.read_text() if args.readme.exists() else None
+    for tag, bench_csv, errors_csv, launches_csv in sets:
+        text = refresh(text, tag, bench_csv, errors_csv, launches_csv)
+        print(f"figures under {bench_csv.parent} and {errors_csv.parent}")
+    if text is not None:
         args.readme.write_text(text)
-    print(f"figures under {out} and {args.errors_csv.parent}; README tables refreshed")
+        print(f"{args.readme} tables refreshed")
     return 0
 
 

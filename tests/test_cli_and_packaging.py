@@ -120,6 +120,28 @@ def test_plots_render_from_the_committed_csvs(tmp_path):
     assert "| replayssm_helion | 16 |" in text and "revision unknown" in text  # no env.json beside the copies
 
 
+def test_plots_fill_another_gpus_set_under_its_own_blocks(tmp_path):
+    """``--tag H100`` writes the ``..._H100`` blocks and leaves the H200's untouched; every other GPU's
+    committed set has the three CSVs the default run reads."""
+    from replayssm_kernels import plots
+
+    readme = tmp_path / "README.md"
+    blocks = ("SUMMARY", "HEADLINE", "SHAPES", "ERRORS", "LAUNCHES")
+    readme.write_text("".join(f"<!-- BEGIN {b}{t} -->\n<!-- END {b}{t} -->\n" for b in blocks for t in ("", "_H100")))
+    tag, bench_csv, errors_csv, launches_csv = plots.OTHER_SETS[0]
+    assert bench_csv.exists() and errors_csv.exists() and launches_csv.exists()
+    copies = []
+    for name, src in (("bench.csv", bench_csv), ("errors.csv", errors_csv), ("launches.csv", launches_csv)):
+        (tmp_path / name).write_bytes(src.read_bytes())
+        copies.append(str(tmp_path / name))
+    argv = ["--bench-csv", copies[0], "--errors-csv", copies[1], "--launches-csv", copies[2], "--tag", tag]
+    assert plots.main([*argv, "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "<!-- BEGIN HEADLINE -->\n<!-- END HEADLINE -->" in text
+    h100 = text.split("<!-- BEGIN HEADLINE_H100 -->")[1].split("<!-- END HEADLINE_H100 -->")[0]
+    assert "H100" in h100 and "| float32 / bfloat16 | 16 |" in h100
+
+
 def test_figures_draw_one_shape_per_line():
     """With several head counts in the sweep, no line mixes shapes (it would repeat an L) and the extra
     panel has one line per head count."""
