@@ -40,7 +40,7 @@ TABLE=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs impo
 KEPT=/tmp/replayssm_tuned_$(basename "$TABLE")
 if [ "${REUSE_TUNED:-0}" = 1 ]; then
   if [ -e "$KEPT" ]; then cp "$KEPT" "$TABLE" && echo "using the table tuned earlier on this machine ($KEPT)"
-  else echo "REUSE_TUNED=1 but no $KEPT (a fresh machine): using the committed table"; fi
+  else echo "REUSE_TUNED=1 but no $KEPT (a fresh machine): stopping, commit the tuned table first" >&2; exit 3; fi
 fi
 
 if has tune; then
