@@ -592,6 +592,7 @@ def _flush_rows_body(
     LB: hl.constexpr,  # the ring rounded up to a power of two (OWN: the d tile of S_pre x)
     OWN: hl.constexpr,  # the flush rows' u and output too (the state launch skipped them: SKIP_FLUSH)
     HAND_W: hl.constexpr,  # read W_i alpha kappa_i from launch 1 instead of rebuilding it per item
+    ONE: hl.constexpr,  # OWN with FK == K: one load of an item's checkpoint tile serves both passes
 ) -> torch.Tensor:
     """Launch 3 of a three-launch step over the flush rows only: ``P`` programs share the work items
     (flush row, value head, V tile) of this step, item ``t`` going to program ``t % P``.
@@ -606,7 +607,9 @@ def _flush_rows_body(
     ``u`` and the output), so this launch shares no data with the state launch (which skips flush
     rows) and the two can run at the same time on two streams (``Launch.beside``). With ``HAND_W``
     launch 1 has stored the weights ``W_i alpha kappa_i`` of flush rows (it computes them anyway for
-    its ring scalars), so a ring tile is two loads and a dot: no gate, no reverse scan, no exp."""
+    its ring scalars), so a ring tile is two loads and a dot: no gate, no reverse scan, no exp. With
+    ``ONE`` (``OWN`` and ``flush_block_k`` = K) an item loads its ``[BV, K]`` checkpoint tile once and
+    keeps it in registers for both passes, instead of reading it again (from L2) for the flush."""
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
     HV = a3.size(1)
@@ -645,10 +648,17 @@ def _flush_rows_body(
                 coef_k = hl.load(coef, [row, j, 1, pos], extra_mask=pos_live)
                 acc_q = (d_all * coef_q[:, :, None]).sum(1)  # [1, BV]
                 acc_k = (d_all * coef_k[:, :, None]).sum(1)
-                for tile_k in hl.tile(K, block_size=FK):
-                    S0 = hl.load(initial_state, [slot, j, cols, tile_k], extra_mask=in_v[None, :, None])
-                    acc_q = acc_q + (S0.to(torch.float32) * xs[row, j, 0, tile_k][:, None, :]).sum(2)
-                    acc_k = acc_k + (S0.to(torch.float32) * xs[row, j, 1, tile_k][:, None, :]).sum(2)
+                if ONE:  # the whole [BV, K] tile at once, kept for the flush below
+                    all_k = hl.arange(K)
+                    S_kept = hl.load(initial_state, [slot, j, cols, all_k], extra_mask=in_v[None, :, None])
+                    S_kept = S_kept.to(torch.float32)
+                    acc_q = acc_q + (S_kept * xs[row, j, 0, all_k][:, None, :]).sum(2)
+                    acc_k = acc_k + (S_kept * xs[row, j, 1, all_k][:, None, :]).sum(2)
+                else:
+                    for tile_k in hl.tile(K, block_size=FK):
+                        S0 = hl.load(initial_state, [slot, j, cols, tile_k], extra_mask=in_v[None, :, None])
+                        acc_q = acc_q + (S0.to(torch.float32) * xs[row, j, 0, tile_k][:, None, :]).sum(2)
+                        acc_k = acc_k + (S0.to(torch.float32) * xs[row, j, 1, tile_k][:, None, :]).sum(2)
                 u = beta[:, None] * (v - acc_k)
                 o = acc_q + u * qk[row, j][:, None]
                 hl.store(out, [row, 0, j, cols], o.to(out.dtype), extra_mask=in_v[None, :])
@@ -657,7 +667,11 @@ def _flush_rows_body(
             k_full = hl.load(k_view, [row, h, hl.arange(K)]).to(torch.float32)  # [1, K]
             k_scale = _l2_scale(k_full.sum(0), USE_L2NORM)
             for tile_fk in hl.tile(K, block_size=FK):
-                S = hl.load(initial_state, [slot, j, cols, tile_fk], extra_mask=in_v[None, :, None]).to(torch.float32)
+                if ONE:  # the loop's one step: the tile loaded for the output
+                    S = S_kept
+                else:
+                    S = hl.load(initial_state, [slot, j, cols, tile_fk], extra_mask=in_v[None, :, None])
+                    S = S.to(torch.float32)
                 S = S * decay[row, j, tile_fk][:, None, :]  # [1, BV, FK]
                 if HAND_W:
                     for tile_w in hl.tile(0, NT, block_size=1):  # positions >= c load nothing
@@ -987,6 +1001,7 @@ def replayssm_launches(
             xs, qk, out, torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8),
             ssm_state_indices, write_pos, force, scalars[1], *flags, flush_args[2], fw,
             flush_config.block_sizes[0], ring_block(B), ring_block(L), bool(overlap), hand_w,
+            bool(overlap) and flush_args[2] == K,
         )  # fmt: skip
         plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap))
     elif split:

@@ -255,3 +255,15 @@ def test_config_tables_hold_only_known_fields(table):
         assert dtype_name in {"*", "float32", "bfloat16", "float16"}, key
         assert set(entry) <= known, (key, set(entry) - known)
         assert {"block_sizes", "num_warps"} <= set(entry), key
+
+
+@pytest.mark.parametrize("points", sorted(ROOT.glob("scripts/points_*.json")), ids=lambda p: p.name)
+def test_tune_points_hold_only_known_fields(points):
+    """The committed tune candidates (``gpu_session.sh``'s ``POINTS``) pass the same check: a misspelt
+    option in one would time the default instead of the point it names."""
+    from replayssm_kernels.configs import KERNEL_OPTIONS
+
+    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
+    for entry in json.loads(points.read_text()):
+        assert set(entry) <= known, set(entry) - known
+        assert {"block_sizes", "num_warps"} <= set(entry)

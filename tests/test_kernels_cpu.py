@@ -165,17 +165,19 @@ def _flush_first(*args, **kwargs):
     return args[10], args[6]
 
 
+@pytest.mark.parametrize("fk", [16, 32], ids=["two_k_steps", "one_k_step"])
 @pytest.mark.parametrize("weights", [0, 1], ids=["own_weights", "handed_weights"])
 @pytest.mark.parametrize("order", ["state_first", "flush_first"])
 @pytest.mark.parametrize("L", [4, 16, 40])
-def test_flush_rows_beside_the_state_launch(L, order, weights):
+def test_flush_rows_beside_the_state_launch(L, order, weights, fk):
     """``flush_overlap``: the flush-rows launch takes the flush rows whole (output, u, checkpoint) and
     the state launch skips them, so the two can run at the same time on two streams. Run here in both
     orders: were one to read what the other writes (a flush row's checkpoint, a stale output), one of
     the orders would differ from the float64 reference. Forced flushes and padding rows included.
-    ``flush_weights``: launch 1 hands the flush its ring weights (L=40: three ring tiles of them)."""
+    ``flush_weights``: launch 1 hands the flush its ring weights (L=40: three ring tiles of them).
+    ``fk`` = K (32): an item's one checkpoint load serves its output and its flush (``ONE``)."""
     config = {
-        "block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16,
+        "block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": fk, "flush_tiles": 16,
         "flush_programs": 5, "flush_overlap": 1, "flush_weights": weights,
     }  # fmt: skip
     base = _flush_first if order == "flush_first" else helion_fused_recurrent_kda_replayssm_decode

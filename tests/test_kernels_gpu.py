@@ -58,6 +58,15 @@ FLUSH_VARIANTS = {
     "beside_high": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 2},
     # and the ring weights handed over by launch 1
     "beside_weights": {"flush_tiles": 16, "flush_programs": 264, "flush_overlap": 2, "flush_weights": 1},
+    # and each item's checkpoint tile loaded once for its output and its flush (all of K per step)
+    "beside_weights_one_load": {
+        "flush_tiles": 16,
+        "flush_programs": 264,
+        "flush_overlap": 2,
+        "flush_weights": 1,
+        "flush_block_k": 128,
+        "flush_warps": 8,
+    },
     # and launch 1 over two value heads per program (one warp each)
     "beside_two_heads": {
         "flush_tiles": 16,
