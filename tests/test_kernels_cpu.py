@@ -421,5 +421,6 @@ def test_launch_groups_pair_a_beside_launch_with_the_one_ahead():
         )  # fmt: skip
         assert [(p.name, p.beside) for p in plan] == [("ring_weights", 0), ("state", 0), ("flush_rows", overlap)]
         assert plan[1].args[-1] is bool(overlap)  # SKIP_FLUSH
-        assert plan[2].args[-2:] == (bool(overlap), False) and plan[0].args[-2] is False  # OWN, HAND_W (both)
+        # OWN, HAND_W (both launches), and ONE: flush_block_k = K = 16, so an owning item loads its tile once
+        assert plan[2].args[-3:] == (bool(overlap), False, bool(overlap)) and plan[0].args[-2] is False
         assert plan[0].args[-1] == 1  # RH: launch 1's heads per program (prep_heads)
