@@ -28,9 +28,8 @@ ERRORS_CSV = ROOT / "results/gpu_check/kernel_errors.csv"
 LAUNCHES_CSV = ROOT / "results/profile/launch_times.csv"
 # Other GPUs' result sets: (README block suffix, sweep, gpu_check errors, per-launch profile)
 OTHER_SETS = [
-    ("H100", *(ROOT / f"results/{kind}/h100/{name}" for kind, name in
-               (("bench", "decode_throughput.csv"), ("gpu_check", "kernel_errors.csv"),
-                ("profile", "launch_times.csv")))),
+    ("H100", BENCH_CSV.parent / "h100" / BENCH_CSV.name, ERRORS_CSV.parent / "h100" / ERRORS_CSV.name,
+     LAUNCHES_CSV.parent / "h100" / LAUNCHES_CSV.name),
 ]  # fmt: skip
 
 

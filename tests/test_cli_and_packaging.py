@@ -239,31 +239,32 @@ def test_codegen_fingerprint_of_a_table():
     assert len(pairs) == len({s for s, _ in pairs}) == len({t for _, t in pairs}) == len(rows) - 1
 
 
+def _assert_known_fields(entry: dict, where) -> None:
+    """Only Helion config fields the kernels set and the options of ``configs.KERNEL_OPTIONS``."""
+    from replayssm_kernels.configs import KERNEL_OPTIONS
+
+    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
+    assert set(entry) <= known, (where, set(entry) - known)
+    assert {"block_sizes", "num_warps"} <= set(entry), where
+
+
 @pytest.mark.parametrize("table", sorted((ROOT / "replayssm_kernels/configs").glob("*.json")), ids=lambda p: p.stem)
 def test_config_tables_hold_only_known_fields(table):
     """Every tuned table names its device and how it was tuned, and every entry holds only Helion
     config fields the kernels set and the kernel options of ``configs.KERNEL_OPTIONS``: Helion accepts
     unknown fields silently, so a misspelt option would otherwise fall back to its default unnoticed."""
-    from replayssm_kernels.configs import KERNEL_OPTIONS
-
     doc = json.loads(table.read_text())
     assert doc["device"] and doc["tuned_by"]
-    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
     for key, entry in doc["configs"].items():
         kind, dtype_name, _cls = key.split("/")
         assert kind in {"replayssm", "replayssm_split", "replayssm_fused", "standard"}, key
         assert dtype_name in {"*", "float32", "bfloat16", "float16"}, key
-        assert set(entry) <= known, (key, set(entry) - known)
-        assert {"block_sizes", "num_warps"} <= set(entry), key
+        _assert_known_fields(entry, key)
 
 
 @pytest.mark.parametrize("points", sorted(ROOT.glob("scripts/points_*.json")), ids=lambda p: p.name)
 def test_tune_points_hold_only_known_fields(points):
     """The committed tune candidates (``gpu_session.sh``'s ``POINTS``) pass the same check: a misspelt
     option in one would time the default instead of the point it names."""
-    from replayssm_kernels.configs import KERNEL_OPTIONS
-
-    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
-    for entry in json.loads(points.read_text()):
-        assert set(entry) <= known, set(entry) - known
-        assert {"block_sizes", "num_warps"} <= set(entry)
+    for i, entry in enumerate(json.loads(points.read_text())):
+        _assert_known_fields(entry, i)
