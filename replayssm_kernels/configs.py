@@ -84,6 +84,9 @@ KERNEL_OPTIONS = {
     # them for its ring scalars; a [B, HV, L, K] fp32 scratch), so a flush item is loads and a dot per
     # ring tile, with no gate, reverse scan or exp (1), instead of rebuilding them per item (0)
     "flush_weights": 0,
+    # with flush_programs: pipeline depth of the flush launch's loop over its work items (Triton
+    # software pipelining: the next items' loads in flight while one is computed), 0 or 1 for none
+    "flush_stages": 0,
     "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)

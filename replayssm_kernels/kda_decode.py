@@ -563,7 +563,11 @@ def _flush_rows_body(
     a3: torch.Tensor,  # [B, HV, K]
     A_log: torch.Tensor,  # [HV]
     dt2: torch.Tensor,  # [HV, K]
-    initial_state: torch.Tensor,  # [slots, HV, V, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K], read
+    # initial_state again, written: a second argument, so that Helion's alias check (which keeps any loop
+    # that reads and writes one argument from being pipelined, for triton#8259) lets the item loop be
+    # pipelined (flush_stages): an item writes only the tile it read, and no other item reads it
+    state_out: torch.Tensor,
     d_cache: torch.Tensor,  # [slots, HV, L, V]
     k_cache: torch.Tensor,  # [slots, H, L, K]
     g_cache: torch.Tensor,  # [slots, HV, L, K]
@@ -608,8 +612,11 @@ def _flush_rows_body(
     rows) and the two can run at the same time on two streams (``Launch.beside``). With ``HAND_W``
     launch 1 has stored the weights ``W_i alpha kappa_i`` of flush rows (it computes them anyway for
     its ring scalars), so a ring tile is two loads and a dot: no gate, no reverse scan, no exp. With
-    ``ONE`` (``OWN`` and ``flush_block_k`` = K) an item loads its ``[BV, K]`` checkpoint tile once and
-    keeps it in registers for both passes, instead of reading it again (from L2) for the flush."""
+    ``ONE`` (``OWN`` and ``HAND_W``, ``flush_block_k`` = K and a ring of one tile) an item loads its
+    ``[BV, K]`` checkpoint tile once and keeps it in registers for both passes, instead of reading it
+    again (from L2) for the flush, and its ring tile is OWN's ``d`` tile: an item is then straight-line
+    code, so the loop over a program's items is the innermost loop and Triton can pipeline it
+    (``flush_stages``: the next items' loads in flight while one is computed)."""
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
     HV = a3.size(1)
@@ -666,38 +673,43 @@ def _flush_rows_body(
                 u = hl.load(u_buf, [row, j, cols], extra_mask=in_v[None, :])  # [1, BV]
             k_full = hl.load(k_view, [row, h, hl.arange(K)]).to(torch.float32)  # [1, K]
             k_scale = _l2_scale(k_full.sum(0), USE_L2NORM)
-            for tile_fk in hl.tile(K, block_size=FK):
-                if ONE:  # the loop's one step: the tile loaded for the output
-                    S = S_kept
-                else:
+            if ONE:  # straight-line (no inner loop, so the item loop can be pipelined: flush_stages)
+                # the kept tile, and the ring's one tile: OWN's d_all (positions >= c are zeros) with
+                # launch 1's weights
+                w = hl.load(w_ring, [row, j, pos, all_k], extra_mask=pos_live[:, :, None])  # [1, LB, K]
+                S = S_kept * decay[row, j, all_k][:, None, :] + torch.bmm(torch.transpose(d_all, 1, 2), w)
+                S = S + u[:, :, None] * (k_full * k_scale)[:, None, :]
+                hl.store(state_out, [slot, j, cols, all_k], S.to(initial_state.dtype), extra_mask=in_v[None, :, None])
+            else:
+                for tile_fk in hl.tile(K, block_size=FK):
                     S = hl.load(initial_state, [slot, j, cols, tile_fk], extra_mask=in_v[None, :, None])
                     S = S.to(torch.float32)
-                S = S * decay[row, j, tile_fk][:, None, :]  # [1, BV, FK]
-                if HAND_W:
-                    for tile_w in hl.tile(0, NT, block_size=1):  # positions >= c load nothing
-                        # (names of their own: OWN's pos / pos_live / d_mask span the whole ring)
-                        w_pos = tile_w.begin * FW + hl.arange(FW)
-                        w_live = w_pos[None, :] < c[:, None]  # [1, FW]
-                        w = hl.load(w_ring, [row, j, w_pos, tile_fk], extra_mask=w_live[:, :, None])  # [1, FW, FK]
-                        w_mask = w_live[:, :, None] & in_v[None, None, :]
-                        d_t = hl.load(d_cache, [slot, j, w_pos, cols], extra_mask=w_mask)
-                        S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
-                else:
-                    alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
-                    newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
-                    for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first (_ring_tile_flush)
-                        start = (NT - 1 - tile_w.begin) * FW
-                        ring = start + hl.arange(FW)
-                        live = ring[None, :] < c[:, None]  # [1, FW]
-                        later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
-                        S, newer = _ring_tile_flush(
-                            S, newer, d_cache, k_cache, g_cache, slot, h, j, ring, live, later, cols, in_v, tile_fk,
-                            alpha_c,
-                        )  # fmt: skip
-                k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
-                S = S + u[:, :, None] * k_c[:, None, :]
-                out_mask = in_v[None, :, None]
-                hl.store(initial_state, [slot, j, cols, tile_fk], S.to(initial_state.dtype), extra_mask=out_mask)
+                    S = S * decay[row, j, tile_fk][:, None, :]  # [1, BV, FK]
+                    if HAND_W:
+                        for tile_w in hl.tile(0, NT, block_size=1):  # positions >= c load nothing
+                            # (names of their own: OWN's pos / pos_live / d_mask span the whole ring)
+                            w_pos = tile_w.begin * FW + hl.arange(FW)
+                            w_live = w_pos[None, :] < c[:, None]  # [1, FW]
+                            w = hl.load(w_ring, [row, j, w_pos, tile_fk], extra_mask=w_live[:, :, None])  # [1, FW, FK]
+                            w_mask = w_live[:, :, None] & in_v[None, None, :]
+                            d_t = hl.load(d_cache, [slot, j, w_pos, cols], extra_mask=w_mask)
+                            S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+                    else:
+                        alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
+                        newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
+                        for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first (_ring_tile_flush)
+                            start = (NT - 1 - tile_w.begin) * FW
+                            ring = start + hl.arange(FW)
+                            live = ring[None, :] < c[:, None]  # [1, FW]
+                            later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
+                            S, newer = _ring_tile_flush(
+                                S, newer, d_cache, k_cache, g_cache, slot, h, j, ring, live, later, cols, in_v, tile_fk,
+                                alpha_c,
+                            )  # fmt: skip
+                    k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
+                    S = S + u[:, :, None] * k_c[:, None, :]
+                    out_mask = in_v[None, :, None]
+                    hl.store(state_out, [slot, j, cols, tile_fk], S.to(initial_state.dtype), extra_mask=out_mask)
     return u_buf
 
 
@@ -995,13 +1007,17 @@ def replayssm_launches(
     )  # fmt: skip
     plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split, bool(overlap))))
     if rows:
-        rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
+        # ONE: an item loads its checkpoint tile once and is straight-line code (one ring tile)
+        one = bool(overlap) and hand_w and flush_args[2] == K and ring_block(L) == fw
+        rows_fields = {"block_sizes": [], "num_warps": flush_config.num_warps, "num_stages": 1}
+        if one and options["flush_stages"] > 1:  # the loops: [programs, work items]; the items' pipelined
+            rows_fields["range_num_stages"] = [0, options["flush_stages"]]
+        rows_config = helion.Config(**rows_fields)
+        programs = torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8)  # P, by length
         rows_args = (
-            k_view, a3, A_log, dt2, initial_state, d_cache, k_cache, g_cache, decay, w_ring, u_buf, v_view, b, coef,
-            xs, qk, out, torch.empty(options["flush_programs"], device=mixed_qkv.device, dtype=torch.int8),
-            ssm_state_indices, write_pos, force, scalars[1], *flags, flush_args[2], fw,
-            flush_config.block_sizes[0], ring_block(B), ring_block(L), bool(overlap), hand_w,
-            bool(overlap) and flush_args[2] == K,
+            k_view, a3, A_log, dt2, initial_state, initial_state, d_cache, k_cache, g_cache, decay, w_ring, u_buf,
+            v_view, b, coef, xs, qk, out, programs, ssm_state_indices, write_pos, force, scalars[1], *flags,
+            flush_args[2], fw, flush_config.block_sizes[0], ring_block(B), ring_block(L), bool(overlap), hand_w, one,
         )  # fmt: skip
         plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap))
     elif split:

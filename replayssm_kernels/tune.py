@@ -13,6 +13,7 @@ Nothing else in the project autotunes: the kernels only ever read these files.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -20,9 +21,12 @@ from pathlib import Path
 
 import torch
 
-from .bench import REPLAYSSM_LAUNCHES, Case, Workload, _dtype_pair, time_graph
+from replayssm_ref.harness import Problem, run_sequence
+
+from .bench import DTYPES, REPLAYSSM_LAUNCHES, Case, Workload, _dtype_pair, is_replayssm, time_graph
 from .configs import CONFIG_DIR, device_key, shape_class
-from .kda_decode import LAUNCH_KINDS
+from .gpu_check import tolerance
+from .kda_decode import LAUNCH_KINDS, helion_fused_recurrent_kda_replayssm_decode
 
 # The fused ReplaySSM kernel (replayssm_fused): block_sizes = [V tile, K chunk], and range_num_stages[1]
 # is the depth of its pipelined K loop (how many chunks' loads are in flight). The two- and three-launch
@@ -74,6 +78,23 @@ def _standard_points(points: list[dict]) -> list[dict]:
     """The distinct V-tile / warp / stage choices of ``points``, without the ReplaySSM-only options."""
     distinct = {json.dumps(table_entry("standard", p, 0), sort_keys=True) for p in points}
     return [json.loads(d) for d in sorted(distinct)]
+
+
+def check_candidate(
+    impl: str, cfg: dict, case: Case, device, decode=helion_fused_recurrent_kda_replayssm_decode
+) -> float:
+    """The candidate's largest relative error (outputs and checkpoints) against the float64 recurrence
+    over ``2L + 3`` steps on a 64-row batch of the case's heads and dims, with forced flushes and padding
+    rows, so that a fast but wrong config (a pipelined loop reading what it writes, say) is never tabled.
+    ``inf`` if it produced NaN or touched what it must not."""
+    p = Problem(64, case.num_q_heads, case.num_v_heads, case.key_dim, case.value_dim, case.cache_length)
+    fn = functools.partial(decode, launches=REPLAYSSM_LAUNCHES[impl], config=cfg)
+    r = run_sequence(
+        p, steps=2 * p.cache_length + 3, seed=p.cache_length, replay_fn=fn, state_dtype=DTYPES[case.state_dtype],
+        cache_dtype=DTYPES[case.cache_dtype], input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device=device,
+        p_force=0.2,
+    )  # fmt: skip
+    return r.max_rel if r.untouched_ok and not r.nonfinite else float("inf")
 
 
 def main(argv=None) -> int:
@@ -145,16 +166,22 @@ def main(argv=None) -> int:
             else:
                 candidates = ["autotune"]
             best = None
+            tol = tolerance(sd, cd, "fast")
             for cfg in candidates:
                 try:
+                    err = check_candidate(impl, cfg, case, device) if is_replayssm(impl) and cfg != "autotune" else 0.0
                     us = time_graph(work.steps(impl, "fast", config=cfg), rep_ms=args.rep_ms)[0]
                 except Exception as exc:  # e.g. out of registers / shared memory: skip the config
                     print(f"  {kernel} L={L} {cfg}: {type(exc).__name__}", flush=True)
                     continue
                 trials.append({"kernel": kernel, "state_dtype": sd, "cache_dtype": cd, "cache_length": L,
-                               "config": json.dumps(cfg), "us_per_step": us})  # fmt: skip
-                print(f"{kernel:18s} {sd}/{cd} L={L:<3d} {cfg}: {us:8.2f} us", flush=True)
+                               "config": json.dumps(cfg), "us_per_step": us, "max_rel": err,
+                               "correct": err <= tol})  # fmt: skip
+                print(f"{kernel:18s} {sd}/{cd} L={L:<3d} {cfg}: {us:8.2f} us, max rel {err:.1e}", flush=True)
                 save()
+                if err > tol:  # timed for the record, never tabled
+                    print(f"  WRONG (tolerance {tol:.0e}): not a candidate", flush=True)
+                    continue
                 if best is None or us < best[0]:
                     best = (us, cfg)
             if best is not None and isinstance(best[1], dict):

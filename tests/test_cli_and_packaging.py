@@ -262,7 +262,12 @@ def test_config_tables_hold_only_known_fields(table):
         _assert_known_fields(entry, key)
 
 
-@pytest.mark.parametrize("points", sorted(ROOT.glob("scripts/points_*.json")), ids=lambda p: p.name)
+# the tune candidates in use: scripts/ and the newest run's plan (older runs' points name options since renamed)
+_NEWEST_RUN = sorted((ROOT / "results/bench/history").iterdir())[-1]
+_POINTS = sorted([*ROOT.glob("scripts/points_*.json"), *_NEWEST_RUN.glob("points_*.json")])
+
+
+@pytest.mark.parametrize("points", _POINTS, ids=lambda p: p.name)
 def test_tune_points_hold_only_known_fields(points):
     """The committed tune candidates (``gpu_session.sh``'s ``POINTS``) pass the same check: a misspelt
     option in one would time the default instead of the point it names."""

@@ -201,6 +201,11 @@ for kind in ("state", "state_split", "flush"):
         extra = {"k_stages": 3, "ring_prefetch": prefetch}
         source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra, block_k=32)
         found[f"{kind}/{prefetch}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
+rows = {"flush_tiles": 16, "flush_programs": 8, "flush_overlap": 2, "flush_weights": 1, "flush_stages": 3}
+for fk in (128, 64):  # all of K: an item is straight-line code (ONE); half: two K steps, an inner loop
+    extra = rows | {"flush_block_k": fk, "flush_block_v": 32}
+    source, *_ = generated_source("flush", 16, 32, 8, torch.float32, "fast", extra=extra, block_k=32)
+    found[f"rows/{fk}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
 print(json.dumps(found))
 """
 
@@ -208,8 +213,10 @@ print(json.dumps(found))
 def test_k_stages_pipelines_the_checkpoint_K_loop():
     """``k_stages`` lands on the loop over checkpoint K chunks (Helion's range_* lists are positional,
     and the ring's loop is there only without ring_prefetch), and the flush launch of a split step
-    gets no pipelining meant for another loop. Generated code, so outside Helion's interpreter."""
+    gets no pipelining meant for another loop; ``flush_stages`` lands on the flush-rows launch's item
+    loop, only where an item has no inner loop. Generated code, so outside Helion's interpreter."""
     import json
+    import re
     import subprocess
     import sys
 
@@ -220,6 +227,12 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     loop = ["0, 128, _BLOCK_SIZE_1, num_stages=3"]
     assert found["state/0"] == found["state_split/0"] == found["state/1"] == found["state_split/1"] == loop
     assert found["flush/0"] == found["flush/1"] == []
+    # flush_stages: the flush-rows launch's loop over its items (bounded by the flushing rows' count), and
+    # only where it is the innermost loop
+    assert len(found["rows/128"]) == 1 and re.fullmatch(
+        r"0, tl\.cast\(\w+, tl\.int32\), num_stages=3", found["rows/128"][0]
+    )
+    assert found["rows/64"] == []
 
 
 @pytest.mark.parametrize(
@@ -421,6 +434,26 @@ def test_launch_groups_pair_a_beside_launch_with_the_one_ahead():
         )  # fmt: skip
         assert [(p.name, p.beside) for p in plan] == [("ring_weights", 0), ("state", 0), ("flush_rows", overlap)]
         assert plan[1].args[-1] is bool(overlap)  # SKIP_FLUSH
-        # OWN, HAND_W (both launches), and ONE: flush_block_k = K = 16, so an owning item loads its tile once
-        assert plan[2].args[-3:] == (bool(overlap), False, bool(overlap)) and plan[0].args[-2] is False
+        # OWN, HAND_W (both launches), and ONE (it needs HAND_W too: off here, though flush_block_k = K)
+        assert plan[2].args[-3:] == (bool(overlap), False, False) and plan[0].args[-2] is False
         assert plan[0].args[-1] == 1  # RH: launch 1's heads per program (prep_heads)
+
+
+def test_tune_never_tables_a_config_that_misses_the_reference():
+    """``tune`` checks every ReplaySSM candidate against the float64 recurrence before it may enter the
+    table: a correct config passes, a decode whose outputs are 1% off does not."""
+    from replayssm_kernels import bench, tune
+
+    case = bench.Case(4, 2, 4, 16, 16, 4, "float32", "bfloat16")
+    config = {
+        "block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16,
+        "flush_programs": 3, "flush_overlap": 2, "flush_weights": 1, "flush_stages": 3,
+    }  # fmt: skip
+
+    def one_percent_off(*args, **kwargs):
+        out, state = helion_fused_recurrent_kda_replayssm_decode(*args, **kwargs)
+        return out.mul_(1.01), state
+
+    tol = tune.tolerance("float32", "bfloat16", "fast")
+    assert tune.check_candidate("replayssm_helion_split", config, case, DEVICE) <= tol
+    assert tune.check_candidate("replayssm_helion_split", config, case, DEVICE, one_percent_off) > tol

@@ -67,6 +67,29 @@ FLUSH_VARIANTS = {
         "flush_block_k": 128,
         "flush_warps": 8,
     },
+    # and the loop over a program's items pipelined (flush_stages: the next items' loads in flight), where
+    # an item is straight-line code (one load, a ring of one tile: L <= 16); [32, 128] items at 8 warps
+    # and [16, 128] at 4, as many programs as an SM holds by their registers (1 and 3: inspect_codegen)
+    "beside_pipelined_items": {
+        "flush_tiles": 16,
+        "flush_programs": 132,
+        "flush_overlap": 2,
+        "flush_weights": 1,
+        "flush_block_k": 128,
+        "flush_block_v": 32,
+        "flush_warps": 8,
+        "flush_stages": 3,
+    },
+    "beside_pipelined_small_items": {
+        "flush_tiles": 16,
+        "flush_programs": 396,
+        "flush_overlap": 2,
+        "flush_weights": 1,
+        "flush_block_k": 128,
+        "flush_block_v": 16,
+        "flush_warps": 4,
+        "flush_stages": 3,
+    },
     # and launch 1 over two value heads per program (one warp each)
     "beside_two_heads": {
         "flush_tiles": 16,
