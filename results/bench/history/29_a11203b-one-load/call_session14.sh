@@ -11,6 +11,10 @@
 #   CALL=2 bash results/bench/history/29_*/call_session14.sh    (on the same warm machine)
 #     the tuned table from call 1 (REUSE_TUNED=1), the per-launch profile and the committed sweep.
 #   CALL=3: GPU tests of the flush variants beside the state launch (pytest -m gpu -k beside).
+#   CALL=4 (an H200 only; one call in all, for a session with ~600 s of device time left): the H100's
+#     split entries for L = 8, 64 and the fallback replace the H200's (runs 28-29: overlap + handed
+#     weights won at every L tuned there); the L=16 class is tuned on the H200 between its entry and the
+#     H100's (points_session14_L64.json: the two entries); then the committed sweep with that table.
 # Stage limits come from the environment (TUNE_LIMIT, TUNE64_LIMIT, ISO_LIMIT, FULL_LIMIT, PYTEST_LIMIT; 0 skips).
 set -uo pipefail
 HERE=$(dirname "$0")
@@ -28,6 +32,22 @@ if [ "${CALL:-1}" = 1 ]; then
     --cursors steady --cache-lengths 16 --dtype-pairs float32/bfloat16 bfloat16/bfloat16 --out "$O/iso" 2>&1 | grep -v Warn
 elif [ "${CALL}" = 2 ]; then
   REUSE_TUNED=1 STAGES="profile full" FULL_LIMIT=${FULL_LIMIT:-480} OUT=$O bash scripts/gpu_session.sh
+elif [ "${CALL}" = 4 ]; then
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in *H200*) ;; *) echo "CALL=4 is for an H200" >&2; exit 3;; esac
+  python - <<'PY'
+import json
+h100 = json.load(open("replayssm_kernels/configs/nvidia_h100_80gb_hbm3.json"))
+path = "replayssm_kernels/configs/nvidia_h200.json"
+h200 = json.load(open(path))
+for key, entry in h100["configs"].items():
+    if key.startswith("replayssm_split/") and "LB16" not in key:
+        h200["configs"][key] = entry
+h200["tuned_by"] += " || replayssm_split L=8, L=64 and fallback entries: the H100's (runs 28-29), not tuned on an H200"
+json.dump(h200, open(path, "w"), indent=1)
+PY
+  STAGES=tune TUNE_LENGTHS="16" TUNE_LIMIT=${TUNE_LIMIT:-110} POINTS="$(cat "$HERE/points_session14_L64.json")" \
+    OUT=$O bash scripts/gpu_session.sh
+  STAGES=full FULL_LIMIT=${FULL_LIMIT:-440} OUT=$O bash scripts/gpu_session.sh
 else
   STAGES=pytest PYTEST_K="beside" PYTEST_LIMIT=${PYTEST_LIMIT:-300} OUT=$O bash scripts/gpu_session.sh
 fi
