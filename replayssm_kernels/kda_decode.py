@@ -596,7 +596,7 @@ def _flush_rows_body(
     LB: hl.constexpr,  # the ring rounded up to a power of two (OWN: the d tile of S_pre x)
     OWN: hl.constexpr,  # the flush rows' u and output too (the state launch skipped them: SKIP_FLUSH)
     HAND_W: hl.constexpr,  # read W_i alpha kappa_i from launch 1 instead of rebuilding it per item
-    ONE: hl.constexpr,  # OWN with FK == K: one load of an item's checkpoint tile serves both passes
+    ONE: hl.constexpr,  # OWN, HAND_W, FK == K, one ring tile: one checkpoint load, straight-line items
 ) -> torch.Tensor:
     """Launch 3 of a three-launch step over the flush rows only: ``P`` programs share the work items
     (flush row, value head, V tile) of this step, item ``t`` going to program ``t % P``.
