@@ -65,8 +65,9 @@ KERNEL_OPTIONS = {
     "ring_chunk": 8,  # ring-weights launch and flush: most ring positions per unrolled chunk
     "prep_warps": 1,  # two- and three-launch: warps of launch 1 (the per-(row, head) ring weights)
     "prep_heads": 1,  # two- and three-launch: value heads per program of launch 1 (1 if it does not divide HV)
-    # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers); with flush_overlap and
-    # all of K, a flush-rows item loads its checkpoint tile once for its output and its flush
+    # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers); with flush_overlap,
+    # flush_weights, all of K and a ring of one tile, a flush-rows item loads its checkpoint tile once
+    # for its output and its flush (ONE in kda_decode._flush_rows_body)
     "flush_block_k": 32,
     "flush_block_v": 0,  # three-launch: the flush launch's V tile (0: the state launch's)
     "flush_warps": 0,  # three-launch: the flush launch's warps (0: the state launch's)

@@ -175,7 +175,8 @@ def test_flush_rows_beside_the_state_launch(L, order, weights, fk):
     orders: were one to read what the other writes (a flush row's checkpoint, a stale output), one of
     the orders would differ from the float64 reference. Forced flushes and padding rows included.
     ``flush_weights``: launch 1 hands the flush its ring weights (L=40: three ring tiles of them).
-    ``fk`` = K (32): an item's one checkpoint load serves its output and its flush (``ONE``)."""
+    ``fk`` = K (32), with handed weights and one ring tile (L = 4, 16): an item's one checkpoint load
+    serves its output and its flush (``ONE``)."""
     config = {
         "block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": fk, "flush_tiles": 16,
         "flush_programs": 5, "flush_overlap": 1, "flush_weights": weights,

@@ -62,8 +62,8 @@ def test_generated_flush_by_ring_tiles(launches, programs, overlap, weights, key
     (``flush_programs``, split steps; ``flush_overlap``: those rows whole, output included;
     ``flush_weights``: their ring weights from launch 1), generated code. With ``ring_prefetch`` the
     state launch also holds a 4-position ring tile beside the flush's 16-position ones (Helion must
-    compile both). With K = 16 = ``flush_block_k`` a flush-rows item loads its checkpoint tile once
-    for both passes (``ONE``); K = 32 takes two K steps per pass."""
+    compile both). With K = 16 = ``flush_block_k`` and handed weights a flush-rows item loads its
+    checkpoint tile once for both passes (``ONE``); K = 32 takes two K steps per pass."""
     p = Problem(3, 1, 2, key_dim, 16, 4)
     config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
     config["ring_prefetch"] = 1
