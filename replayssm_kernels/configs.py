@@ -81,9 +81,10 @@ KERNEL_OPTIONS = {
     # with flush_programs: the flush launch also computes its rows' output (the state launch skips flush
     # rows), so it runs beside the state launch on a second stream: 1, or 2 for a high-priority stream
     "flush_overlap": 0,
-    # with flush_programs: launch 1 also stores the flush rows' ring weights W_i alpha kappa_i (it computes
-    # them for its ring scalars; a [B, HV, L, K] fp32 scratch), so a flush item is loads and a dot per
-    # ring tile, with no gate, reverse scan or exp (1), instead of rebuilding them per item (0)
+    # with flush_programs (three launches), or flush_tiles in a two-launch step (the state launch's
+    # flush): launch 1 also stores the flush rows' ring weights W_i alpha kappa_i (it computes them for
+    # its ring scalars; a [B, HV, L, K] fp32 scratch), so a flush is loads and a dot per ring tile, with
+    # no gate, reverse scan or exp (1), instead of rebuilding them per item (0)
     "flush_weights": 0,
     # with flush_programs: pipeline depth of the flush launch's loop over its work items (Triton
     # software pipelining: the next items' loads in flight while one is computed), 0 or 1 for none

@@ -408,6 +408,7 @@ def _replayssm_state_body(
     xs: torch.Tensor,  # [B, HV, 2, K] from launch 1: e^Gamma alpha q, e^Gamma alpha k
     qk: torch.Tensor,  # [B, HV] from launch 1: q . k
     decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
+    w_ring: torch.Tensor,  # [B, HV, L, K] from launch 1 (HAND_W): W_i alpha kappa_i of flush rows
     u_buf: torch.Tensor,  # [B, HV, V] fp32: flush rows' u, from the state launch to the flush launch
     out: torch.Tensor,  # [B, 1, HV, V]
     ssm_state_indices: torch.Tensor,  # [B]
@@ -429,6 +430,7 @@ def _replayssm_state_body(
     STATE: hl.constexpr,  # steps 1, 2 and 4: the output and the d append
     FLUSH: hl.constexpr,  # step 3: flush rows' checkpoint write
     SKIP_FLUSH: hl.constexpr,  # with STATE only: flush rows are wholly the flush-rows launch's (output too)
+    HAND_W: hl.constexpr,  # with TILES: a ring tile is launch 1's W_i alpha kappa_i and a dot (flush_weights)
 ) -> torch.Tensor:
     """The state side, one program per (row, value head, V tile): launch 2 of a two-launch step
     (``STATE`` and ``FLUSH``), or launch 2 (``STATE``) and 3 (``FLUSH``) of a three-launch step, where
@@ -519,6 +521,14 @@ def _replayssm_state_body(
                                 d_f = _ring_delta(d_cache, slot, j, i_f, c, tile_b, tile_v)
                                 S = S * torch.exp(gamma_f)[:, None, :] + d_f[:, :, None] * kappa_f[:, None, :]
                         S = S * alpha_c[None, None, :]
+                    elif HAND_W:  # as TILES, with launch 1's weights: per ring tile two loads and a dot
+                        S = S * decay[tile_b, j, tile_fk][:, None, :]
+                        for tile_w in hl.tile(0, NT, block_size=1):  # positions >= c load nothing
+                            w_pos = tile_w.begin * FW + hl.arange(FW)
+                            w_live = w_pos[None, :] < c  # [1, FW]
+                            w = hl.load(w_ring, [tile_b, j, w_pos, tile_fk], extra_mask=w_live[:, :, None])
+                            d_t = hl.load(d_cache, [slot, j, w_pos, tile_v], extra_mask=w_live[:, :, None])
+                            S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]
                     elif TILES:  # the closed form below, a [FW, FK] tile of the ring at a time (_ring_tile_flush)
                         S = S * decay[tile_b, j, tile_fk][:, None, :]
                         newer = hl.zeros([tile_b, tile_fk], dtype=torch.float32)  # sum of gamma over newer tiles
@@ -986,7 +996,8 @@ def replayssm_launches(
     # the ring weights W_i alpha kappa_i of flush rows
     rows = split and fw > 0 and options["flush_programs"] > 0 and B <= FLUSH_ROWS_MAX_BATCH
     overlap = options["flush_overlap"] if rows else 0
-    hand_w = rows and bool(options["flush_weights"])
+    # the flush by ring tiles, in the flush-rows launch or (two launches) in the state launch
+    hand_w = (rows or not split) and fw > 0 and bool(options["flush_weights"])
     w_ring = torch.empty(B, HV, L, K, **f32) if hand_w else decay  # decay: a stand-in, never touched
     weights_args = (
         q_view, k_view, a3, b, A_log, dt2, k_cache, g_cache, ssm_state_indices, write_pos, force,
@@ -1002,10 +1013,11 @@ def replayssm_launches(
     u_buf = torch.empty(B, HV, V, **f32) if split and not overlap else out[:, 0]
     args = (
         q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, decay,
-        u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags, min(ring_block(L), options["ring_tile"]),
-        once, *flush_args, fw > 0, max(fw, DOT_MIN),
+        w_ring, u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags,
+        min(ring_block(L), options["ring_tile"]), once, *flush_args, fw > 0, max(fw, DOT_MIN),
     )  # fmt: skip
-    plan.append(Launch("state", _replayssm_state_body, state_config, (*args, True, not split, bool(overlap))))
+    state_flags = (True, not split, bool(overlap), hand_w and not split)  # STATE, FLUSH, SKIP_FLUSH, HAND_W
+    plan.append(Launch("state", _replayssm_state_body, state_config, (*args, *state_flags)))
     if rows:
         # ONE: an item loads its checkpoint tile once and is straight-line code (one ring tile)
         one = bool(overlap) and hand_w and flush_args[2] == K and ring_block(L) == fw
@@ -1021,7 +1033,7 @@ def replayssm_launches(
         )  # fmt: skip
         plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap))
     elif split:
-        plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, False, True, False)))
+        plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, False, True, False, False)))
     return plan
 
 

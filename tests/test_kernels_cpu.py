@@ -129,17 +129,22 @@ def test_flush_launch_with_its_own_tile(flush, precision):
 
 
 @pytest.mark.parametrize("flush_tiles", [16, 32])
-@pytest.mark.parametrize("launches", [2, 3, "rows"], ids=["two_launch", "split", "split_flush_rows"])
+@pytest.mark.parametrize(
+    "launches", [2, "weights", 3, "rows"], ids=["two_launch", "two_launch_handed_weights", "split", "split_flush_rows"]
+)
 @pytest.mark.parametrize("L", [4, 16, 40])
 def test_flush_by_ring_tiles(L, launches, flush_tiles):
     """The closed-form flush a [16-32, FK] ring tile at a time (reverse scan + dot): one tile past a
     short ring, one exact tile, and three tiles over a ring that does not fill the last. ``rows``: the
-    flush launch over the flushing rows only, with fewer programs than work items."""
+    flush launch over the flushing rows only, with fewer programs than work items. ``weights``: a
+    two-launch step whose state launch flushes with launch 1's ring weights (``flush_weights``)."""
     from replayssm_kernels.kda_decode import KERNEL_OPTIONS, flush_ring_tile
 
     config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": flush_tiles}
     if launches == "rows":
         launches, config["flush_programs"] = 3, 5
+    if launches == "weights":
+        launches, config["flush_weights"] = 2, 1
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 16, 16) == max(16, min(flush_tiles, 1 << (L - 1).bit_length()))
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 8, 16) == 0  # narrower than a dot: the walk
     p = Problem(3, 2, 4, 32, 16, L)

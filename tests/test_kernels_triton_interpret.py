@@ -51,16 +51,20 @@ def test_generated_ring_walk_in_chunks():
 
 @pytest.mark.parametrize(
     ("launches", "programs", "overlap", "weights", "key_dim"),
-    [(2, 0, 0, 0, 16), (3, 0, 0, 0, 16), (3, 3, 0, 0, 16), (3, 3, 1, 0, 16), (3, 3, 1, 1, 16), (3, 3, 1, 1, 32)],
+    [
+        (2, 0, 0, 0, 16), (2, 0, 0, 1, 16), (3, 0, 0, 0, 16), (3, 3, 0, 0, 16), (3, 3, 1, 0, 16), (3, 3, 1, 1, 16),
+        (3, 3, 1, 1, 32),
+    ],
     ids=[
-        "two_launch", "split", "flush_rows", "flush_rows_beside", "flush_rows_beside_handed_weights",
-        "flush_rows_beside_two_k_steps",
+        "two_launch", "two_launch_handed_weights", "split", "flush_rows", "flush_rows_beside",
+        "flush_rows_beside_handed_weights", "flush_rows_beside_two_k_steps",
     ],
 )  # fmt: skip
 def test_generated_flush_by_ring_tiles(launches, programs, overlap, weights, key_dim):
     """The flush by ring tiles (reverse scan + dot), and the flush launch over the flushing rows only
     (``flush_programs``, split steps; ``flush_overlap``: those rows whole, output included;
-    ``flush_weights``: their ring weights from launch 1), generated code. With ``ring_prefetch`` the
+    ``flush_weights``: their ring weights from launch 1, also for a two-launch step's flush in the
+    state launch), generated code. With ``ring_prefetch`` the
     state launch also holds a 4-position ring tile beside the flush's 16-position ones (Helion must
     compile both). With K = 16 = ``flush_block_k`` and handed weights a flush-rows item loads its
     checkpoint tile once for both passes (``ONE``); K = 32 takes two K steps per pass."""
