@@ -270,6 +270,7 @@ def _save(rows, csv: Path, previous):
 def main(argv=None) -> int:
     import pandas as pd
 
+    from .configs import split_flush_from
     from .envinfo import write_env_json
 
     args = parse_args(argv)
@@ -290,6 +291,7 @@ def main(argv=None) -> int:
         old = json.loads(env_path.read_text()).get("config", {})
         runs = old.get("runs", [{k: v for k, v in old.items() if k != "runs"}] if old else [])
     this = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    this["split_flush_from_l"] = split_flush_from(device)  # the default design's choice (plots' headline)
     if args.plan is not None:
         this["plan_groups"] = json.loads(args.plan.read_text())["groups"]
 

@@ -42,9 +42,13 @@ def shape_class(kind: str, shapes) -> str:
 
 
 @functools.cache
-def _read(stem: str) -> dict:
+def _read_doc(stem: str) -> dict:
     path = CONFIG_DIR / f"{stem}.json"
-    return json.loads(path.read_text())["configs"] if path.exists() else {}
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _read(stem: str) -> dict:
+    return _read_doc(stem).get("configs", {})
 
 
 def lookup(kind: str, device_stem: str, dtype_name: str, cls: str) -> tuple[dict, str]:
@@ -97,8 +101,20 @@ KERNEL_OPTIONS = {
 
 # launches=None picks the ReplaySSM design by ring length: three launches (the flush rows'
 # checkpoint write on its own) from this L on, two below it, where a large share of rows flush every
-# step and would read their checkpoint twice (H200, run 13 in results/bench/NOTES.md).
+# step and would read their checkpoint twice (H200, run 13 in results/bench/NOTES.md). A device's
+# table may move it (its top-level "split_flush_from_l"): on the H100 the two-launch step with handed
+# ring weights beat the split one at L = 8 and 16 (run 30).
 SPLIT_FLUSH_FROM_L = 8
+
+
+def split_flush_from(device: torch.device | str) -> int:
+    """The ring length from which ``launches=None`` runs three launches on ``device``: its table's
+    ``split_flush_from_l``, else ``default.json``'s, else ``SPLIT_FLUSH_FROM_L``."""
+    for stem in (device_key(device), "default"):
+        doc = _read_doc(stem)
+        if "split_flush_from_l" in doc:
+            return int(doc["split_flush_from_l"])
+    return SPLIT_FLUSH_FROM_L
 
 
 def load_config(kind: str, device, dtype: torch.dtype, shapes) -> dict:

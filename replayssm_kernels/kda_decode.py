@@ -63,7 +63,7 @@ import torch
 
 from replayssm_ref.validation import check_kernel_support, validate_decode_inputs, validate_replayssm_inputs
 
-from .configs import KERNEL_OPTIONS, SPLIT_FLUSH_FROM_L, load_config, split_config
+from .configs import KERNEL_OPTIONS, load_config, split_config, split_flush_from
 
 LOG1P_THRESHOLD = 20.0  # softplus(x) = x above this, as in the reference
 L2NORM_EPS = 1e-6
@@ -859,9 +859,10 @@ def _state_configs(
     return helion.Config(**state), helion.Config(**fields)
 
 
-def default_launches(cache_length: int) -> int:
-    """The design ``launches=None`` runs: 3 from ``configs.SPLIT_FLUSH_FROM_L`` on, else 2."""
-    return 3 if cache_length >= SPLIT_FLUSH_FROM_L else 2
+def default_launches(cache_length: int, device: torch.device | str = "cpu") -> int:
+    """The design ``launches=None`` runs on ``device``: 3 from ``configs.split_flush_from(device)`` on
+    (the device table's choice, ``configs.SPLIT_FLUSH_FROM_L`` where it makes none), else 2."""
+    return 3 if cache_length >= split_flush_from(device) else 2
 
 
 def _check_precision(precision: str) -> None:
@@ -959,7 +960,7 @@ def replayssm_launches(
     _check_precision(precision)
 
     if launches is None:
-        launches = default_launches(shapes.cache_length)
+        launches = default_launches(shapes.cache_length, mixed_qkv.device)
     if launches not in LAUNCH_KINDS:
         raise ValueError(
             "`launches` must be 1 (one fused launch), 2 (ring weights, then state) or 3 (ring weights, "
@@ -1071,7 +1072,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
 
     ``launches=2`` runs the ring weights, then the state; ``3`` also moves the flush rows' checkpoint
     write to its own launch; ``1`` runs the whole step as one fused kernel; ``None`` (the default)
-    picks 2 or 3 by ring length (``default_launches``, from the H200 timings in
+    picks 2 or 3 by ring length and device (``default_launches``, from the timings in
     ``results/bench/NOTES.md``). All are graph-capturable and give the same results up to rounding.
     ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """

@@ -22,6 +22,8 @@ import pandas as pd  # noqa: E402
 
 from replayssm_ref.figures import _finish, _log2_x  # noqa: E402  (one style for every figure)
 
+from .configs import SPLIT_FLUSH_FROM_L  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_CSV = ROOT / "results/bench/decode_throughput.csv"
 ERRORS_CSV = ROOT / "results/gpu_check/kernel_errors.csv"
@@ -39,6 +41,16 @@ def revision(csv: Path) -> str:
 
     env = csv.parent / "env.json"
     return json.loads(env.read_text()).get("git_sha", "unknown")[:7] if env.exists() else "unknown"
+
+
+def split_from(csv: Path) -> int:
+    """The ring length from which the default design ran three launches in the benchmark run behind
+    ``csv`` (its env.json's last run; runs before run 30 recorded none and used ``SPLIT_FLUSH_FROM_L``)."""
+    import json
+
+    env = csv.parent / "env.json"
+    runs = json.loads(env.read_text()).get("config", {}).get("runs", [{}]) if env.exists() else [{}]
+    return int(runs[-1].get("split_flush_from_l", SPLIT_FLUSH_FROM_L))
 
 
 BASELINES = ("standard_helion", "fla_fused_recurrent")
@@ -231,7 +243,9 @@ def _headline_rows(df: pd.DataFrame, batch: int, num_v_heads: int) -> pd.DataFra
     return sel[sel.batch == batch]
 
 
-def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32, rev: str = "unknown") -> str:
+def headline_markdown(
+    df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32, rev: str = "unknown", split: int = SPLIT_FLUSH_FROM_L
+) -> str:
     sel = _headline_rows(df, batch, num_v_heads)
     sp = speedups(sel)
     others = [i for i in OTHER_DESIGNS if (sel.impl == i).any()]  # designs timed beside the default, if any
@@ -239,7 +253,7 @@ def headline_markdown(df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32,
         f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}, revision {rev}; copy ceiling "
         f"{sel.copy_gbps.iloc[0]:.0f} GB/s (1 GiB device copy, same run).",
         "",
-        "ReplaySSM is the default design (`launches=None`: two launches below L=8, three from L=8 on)"
+        f"ReplaySSM is the default design (`launches=None`: two launches below L={split}, three from L={split} on)"
         + (f"; {', '.join(OTHER_DESIGNS[i] for i in others)} timed in the same run." if others else "."),
         "",
         "| state / ring | L | ReplaySSM µs | "
@@ -392,7 +406,8 @@ def refresh(text: str | None, tag: str, bench_csv: Path, errors_csv: Path, launc
     if text is None:
         return None
     suffix = f"_{tag}" if tag else ""
-    text = replace_block(text, "HEADLINE" + suffix, headline_markdown(df, rev=revision(bench_csv)))
+    headline = headline_markdown(df, rev=revision(bench_csv), split=split_from(bench_csv))
+    text = replace_block(text, "HEADLINE" + suffix, headline)
     text = replace_block(text, "SUMMARY" + suffix, summary_markdown(df, err, err_rev=revision(errors_csv)))
     text = replace_block(text, "SHAPES" + suffix, shapes_markdown(df))
     if launches_csv.exists():

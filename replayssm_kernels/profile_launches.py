@@ -90,7 +90,7 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
     L = case.cache_length
     config = None
     if extra:
-        kind = LAUNCH_KINDS[default_launches(L)]
+        kind = LAUNCH_KINDS[default_launches(L, work.device)]
         shapes = SimpleNamespace(key_dim=case.key_dim, value_dim=case.value_dim, cache_length=L)
         config = load_config(kind, work.device, DTYPES[case.state_dtype], shapes) | extra
     fixed = {"none": 0, "all": L - 1}

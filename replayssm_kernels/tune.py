@@ -137,7 +137,9 @@ def main(argv=None) -> int:
         return 2
     device = torch.device("cuda")
     path = CONFIG_DIR / f"{device_key(device)}.json"
-    table = json.loads(path.read_text())["configs"] if path.exists() and not args.fresh else {}
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    table = previous.get("configs", {}) if not args.fresh else {}
+    design = {k: previous[k] for k in ("split_flush_from_l",) if k in previous}  # kept: not a tuned entry
     trials = []
     tuned_by = "python -m replayssm_kernels.tune " + " ".join(argv if argv is not None else sys.argv[1:])
     from .envinfo import write_env_json
@@ -147,7 +149,8 @@ def main(argv=None) -> int:
 
     def save():  # after every trial, so a run cut short keeps what it measured
         pd.DataFrame(trials).to_csv(args.trials_csv, index=False)
-        doc = {"device": torch.cuda.get_device_name(), "tuned_by": tuned_by, "configs": dict(sorted(table.items()))}
+        doc = {"device": torch.cuda.get_device_name(), "tuned_by": tuned_by, **design}
+        doc["configs"] = dict(sorted(table.items()))
         path.write_text(json.dumps(doc, indent=1) + "\n")
 
     for (sd, cd), kernel in itertools.product(args.dtype_pairs, args.kernels):

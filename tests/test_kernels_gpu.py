@@ -37,7 +37,8 @@ DTYPES = pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16],
 @pytest.mark.parametrize("L", [1, 4, 16, 64])
 @pytest.mark.parametrize("hv,gqa", list(itertools.product([4, 16, 32], [1, 2])))
 def test_replayssm_matches_float64_reference(hv, gqa, L, state_dtype):
-    """The issue's grid for the default design (launches=None: two launches below L=8, three from it)."""
+    """The issue's grid for the default design (launches=None: two launches below the device table's
+    ``split_flush_from_l``, three from it)."""
     _check_against_float64(hv, gqa, L, state_dtype, None)
 
 
@@ -110,6 +111,25 @@ def test_split_flush_variants_match_float64_reference(flush, L, state_dtype):
     config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "k_stages": 3, "ring_prefetch": 1}
     config |= {"flush_block_v": 32, "flush_block_k": 32, "flush_warps": 4, **FLUSH_VARIANTS[flush]}
     _check_against_float64(32, 2, L, state_dtype, 3, config)
+
+
+TWO_LAUNCH_FLUSHES = {
+    "walk": {"flush_block_k": 32},
+    # the state launch's flush by ring tiles with launch 1's ring weights (flush_weights), 16 or 32
+    # K channels per step
+    "handed_weights": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1},
+    "handed_weights_fk32": {"flush_tiles": 16, "flush_block_k": 32, "flush_weights": 1},
+}
+
+
+@DTYPES
+@pytest.mark.parametrize("L", [4, 8, 16, 64])
+@pytest.mark.parametrize("flush", list(TWO_LAUNCH_FLUSHES))
+def test_two_launch_flushes_match_float64_reference(flush, L, state_dtype):
+    """The two-launch design's flush in the state launch: the ring walk, and ring tiles with launch 1's
+    ring weights (the H100's default at L = 8 and 16 since run 30)."""
+    config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "k_stages": 3, "ring_prefetch": 1}
+    _check_against_float64(32, 2, L, state_dtype, 2, config | TWO_LAUNCH_FLUSHES[flush])
 
 
 def test_standard_matches_float64_reference():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 15's device call (run 30), from the repository root with the wheels installed and OUT set:
-#   bash results/bench/history/30_*/call_session15.sh
+# Session 15's device calls (run 30), from the repository root with the wheels installed and OUT set:
+#   CALL=1 bash results/bench/history/30_*/call_session15.sh   (below; CALL=2 and 3 at the end)
 # The two-launch step with the flush rows' checkpoint write back in the state launch, now with launch
 # 1's ring weights (flush_weights: a ring tile is two loads and a dot; flush_block_k 16 keeps the state
 # launch at 96 registers offline), against the split step's committed entry, side by side, per L:
@@ -33,9 +33,43 @@ parts = sorted(glob.glob('$PARTS/*.csv'), key=os.path.getmtime)
 pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts]).to_csv('$O/trials.csv', index=False)"
   [ -e "$O/env.json" ] || cp "$PARTS/env.json" "$O/env.json"
 }
-for L in 16 8 64; do
-  for sd in float32 bfloat16; do tune replayssm_split "$L" "$sd/bfloat16" "$(entry "$L" "$sd")" "split_L${L}_$sd"; done
-  P="$HERE/points_two_launch.json"; [ "$L" = 64 ] && P="$HERE/points_L64.json"
-  tune replayssm "$L" "float32/bfloat16 bfloat16/bfloat16" "$(cat "$P")" "two_L$L"
-done
-cp "$T" "$O/tuned.json"
+if [ "${CALL:-1}" = 1 ]; then
+  for L in 16 8 64; do
+    for sd in float32 bfloat16; do tune replayssm_split "$L" "$sd/bfloat16" "$(entry "$L" "$sd")" "split_L${L}_$sd"; done
+    P="$HERE/points_two_launch.json"; [ "$L" = 64 ] && P="$HERE/points_L64.json"
+    tune replayssm "$L" "float32/bfloat16 bfloat16/bfloat16" "$(cat "$P")" "two_L$L"
+  done
+  cp "$T" "$O/tuned.json"
+elif [ "$CALL" = 2 ]; then
+  # An H200 only, one call (~600 s): the H100's entries (runs 28-30) for the split classes other than
+  # L=16 and for the two-launch L = 8 and 16 go into the H200's table; at L=16 the H200 times its split
+  # entry and the H100's, and the two-launch walk and handed weights; apply_run30.py then tables the
+  # fastest two-launch config and moves split_flush_from_l to 32 if two launches won; the committed
+  # sweep runs with that table.
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in *H200*) ;; *) echo "CALL=2 is for an H200" >&2; exit 3;; esac
+  python - <<'PY'
+import json
+h100 = json.load(open("replayssm_kernels/configs/nvidia_h100_80gb_hbm3.json"))["configs"]
+path = "replayssm_kernels/configs/nvidia_h200.json"
+h200 = json.load(open(path))
+keys = [k for k in h100 if k.startswith("replayssm_split/") and "LB16" not in k]
+keys += [k for k in h100 if k.startswith("replayssm/") and ("LB8" in k or "LB16" in k)]
+h200["configs"].update({k: h100[k] for k in keys})
+h200["tuned_by"] += " || " + ", ".join(keys) + ": the H100's (runs 28-30), not tuned on an H200"
+json.dump(h200, open(path, "w"), indent=1)
+PY
+  for sd in float32 bfloat16; do
+    both=$(python -c "import json; a = json.loads('$(entry 16 "$sd")'); b = json.load(open('replayssm_kernels/configs/nvidia_h100_80gb_hbm3.json'))['configs']['replayssm_split/$sd/K128-V128-LB16']; print(json.dumps(a + [b]))")
+    TUNE_LIMIT=${SPLIT_LIMIT:-60} tune replayssm_split 16 "$sd/bfloat16" "$both" "split_L16_$sd"
+  done
+  TUNE_LIMIT=${TWO_LIMIT:-90} tune replayssm 16 "float32/bfloat16 bfloat16/bfloat16" "$(head -2 "$HERE/points_two_launch.json" | sed '1s/$//; 2s/,$/]/')" two_L16
+  python "$HERE/apply_run30.py" "$T" "$O/trials.csv"
+  cp "$T" "$O/tuned.json"
+  STAGES=full FULL_LIMIT=${FULL_LIMIT:-400} OUT=$O bash scripts/gpu_session.sh
+else
+  # The committed sweep with this GPU's table (the default design as the table says), then the GPU
+  # tests of the two-launch flush with handed weights.
+  STAGES=full FULL_LIMIT=${FULL_LIMIT:-400} OUT=$O bash scripts/gpu_session.sh
+  STAGES=pytest PYTEST_K="two_launch_flushes and not fk32" PYTEST_LIMIT=${PYTEST_LIMIT:-100} OUT=$O bash scripts/gpu_session.sh
+fi
+rmdir "$O"/* 2>/dev/null || true  # gpu_session.sh's empty stage folders
