@@ -45,7 +45,7 @@ elif [ "$CALL" = 2 ]; then
   # L=16 and for the two-launch L = 8 and 16 go into the H200's table; at L=16 the H200 times its split
   # entry and the H100's, and the two-launch walk and handed weights; apply_run30.py then tables the
   # fastest two-launch config and moves split_flush_from_l to 32 if two launches won; the committed
-  # sweep runs with that table.
+  # sweep runs with that table (FULL_LIMIT=0: no sweep, for a call with less device time).
   case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in *H200*) ;; *) echo "CALL=2 is for an H200" >&2; exit 3;; esac
   python - <<'PY'
 import json
@@ -65,7 +65,7 @@ PY
   TUNE_LIMIT=${TWO_LIMIT:-90} tune replayssm 16 "float32/bfloat16 bfloat16/bfloat16" "$(head -2 "$HERE/points_two_launch.json" | sed '1s/$//; 2s/,$/]/')" two_L16
   python "$HERE/apply_run30.py" "$T" "$O/trials.csv"
   cp "$T" "$O/tuned.json"
-  STAGES=full FULL_LIMIT=${FULL_LIMIT:-400} OUT=$O bash scripts/gpu_session.sh
+  [ "${FULL_LIMIT:-400}" = 0 ] || STAGES=full FULL_LIMIT=${FULL_LIMIT:-400} OUT=$O bash scripts/gpu_session.sh
 else
   # The committed sweep with this GPU's table (the default design as the table says), then the GPU
   # tests of the two-launch flush with handed weights.
