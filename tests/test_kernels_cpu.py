@@ -439,7 +439,8 @@ def test_launch_groups_pair_a_beside_launch_with_the_one_ahead():
             config=config | {"flush_overlap": overlap},
         )  # fmt: skip
         assert [(p.name, p.beside) for p in plan] == [("ring_weights", 0), ("state", 0), ("flush_rows", overlap)]
-        assert plan[1].args[-1] is bool(overlap)  # SKIP_FLUSH
+        assert plan[1].args[-2] is bool(overlap)  # SKIP_FLUSH
+        assert plan[1].args[-1] is False  # HAND_W: only a two-launch state launch flushes
         # OWN, HAND_W (both launches), and ONE (it needs HAND_W too: off here, though flush_block_k = K)
         assert plan[2].args[-3:] == (bool(overlap), False, False) and plan[0].args[-2] is False
         assert plan[0].args[-1] == 1  # RH: launch 1's heads per program (prep_heads)
