@@ -9,7 +9,8 @@ ReplaySSM never forms the rebuilt state on a non-flush step: it only needs two m
     S_pre x = S0 (e^Gamma alpha x) + sum_{i<c} d_i ((W_i alpha kappa_i) . x),    x = q, k,
 
 and everything but ``S0`` and ``d`` lives on the K side. Three designs compute it (``launches=``;
-the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the two on the H200):
+the default, ``None``, runs 2 below the device table's ``split_flush_from_l`` and 3 from it on: L = 8
+on the H200, L = 32 on the H100, where two launches with handed ring weights won at L = 8 and 16):
 
 * Two launches. ``_ring_weights_body``, one warp per (row, value head) (or per ``prep_heads`` of
   them: no faster on an H100, run 27), walks the live ``kappa`` /
@@ -17,7 +18,9 @@ the default, ``None``, runs 2 for L < 8 and 3 from L = 8 on, the faster of the t
   and the two K-vectors ``e^Gamma alpha x`` (x = q, k, normalised and scaled) with ``q . k``; it
   appends ``k`` and ``g``. ``_replayssm_state_body``, one program per (row, value head, V tile), is
   then the checkpoint tile's two mat-vecs with those vectors plus one ``[c, BV]`` tile of ``d`` times
-  those scalars, the output, and either the ``d`` append or, on flush rows, the checkpoint write.
+  those scalars, the output, and either the ``d`` append or, on flush rows, the checkpoint write
+  (with ``flush_weights``, from the ring weights ``W_i alpha kappa_i`` that launch 1 stores for
+  flush rows: per ring tile two loads and a dot).
   It streams the checkpoint tile in ``[BV, KC]`` chunks through a loop pipelined ``k_stages`` deep
   (a config option), and a ring that fits one tile (``ring_prefetch``) is loaded before that loop
   and reduced after it, so the ring's loads and the checkpoint's are in flight together (runs 20-21

@@ -5,8 +5,9 @@ inputs, same cursor schedule) for a few flush cycles under ``torch.profiler`` an
 kernel's mean device time per step, so a ReplaySSM step shows its ring-weights launch and its state
 launch separately, beside the standard kernel. Kernel durations come from CUPTI, without CUDA graphs:
 the sum per step is close to, not equal to, the benchmark's graph-timed figure. With three launches
-(the default design from L = 8 on) the state and flush launches run one Helion kernel; they are
-told apart by their order in the step and reported as ``<kernel>#1`` (state) and ``#2`` (flush).
+(the default design from the device table's ``split_flush_from_l`` on) the state and flush launches
+run one Helion kernel; they are told apart by their order in the step and reported as
+``<kernel>#1`` (state) and ``#2`` (flush).
 
 ``--isolated`` times each launch of a step alone instead, under a CUDA graph (one graph per launch,
 rotated over the slot sets), with the cursors of ``--cursors``: ``steady`` (the benchmark's staggered
