@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 15's device calls (run 30), from the repository root with the wheels installed and OUT set:
-#   CALL=1 bash results/bench/history/30_*/call_session15.sh   (below; CALL=2 and 3 at the end)
+#   CALL=1 bash results/bench/history/30_*/call_session15.sh   (below; CALL=2, 3 and 5 at the end)
 # The two-launch step with the flush rows' checkpoint write back in the state launch, now with launch
 # 1's ring weights (flush_weights: a ring tile is two loads and a dot; flush_block_k 16 keeps the state
 # launch at 96 registers offline), against the split step's committed entry, side by side, per L:
@@ -19,10 +19,10 @@ mkdir -p "$O"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv
 T=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 [ -e "$T" ] || cp replayssm_kernels/configs/nvidia_h200.json "$T"
-entry() {  # the split table's entry for L, state dtype: a one-point --points list
+entry() {  # the table's entry for L, state dtype (and kind: replayssm_split unless given): a one-point --points list
   python -c "import json,sys; from replayssm_kernels.kda_decode import ring_block
-t = json.load(open('$T'))['configs']; k = f'replayssm_split/{sys.argv[2]}/K128-V128-LB{ring_block(int(sys.argv[1]))}'
-print(json.dumps([t.get(k, t['replayssm_split/' + sys.argv[2] + '/*'])]))" "$1" "$2"
+t = json.load(open('$T'))['configs']; kind = sys.argv[3]; k = f'{kind}/{sys.argv[2]}/K128-V128-LB{ring_block(int(sys.argv[1]))}'
+print(json.dumps([t.get(k, t[kind + '/' + sys.argv[2] + '/*'])]))" "$1" "$2" "${3:-replayssm_split}"
 }
 PARTS=/tmp/parts; mkdir -p $PARTS
 tune() {  # kind, L, dtype pair(s), points, part name; then every part so far as one trials.csv (and env.json)
@@ -66,6 +66,21 @@ PY
   python "$HERE/apply_run30.py" "$T" "$O/trials.csv"
   cp "$T" "$O/tuned.json"
   [ "${FULL_LIMIT:-400}" = 0 ] || STAGES=full FULL_LIMIT=${FULL_LIMIT:-400} OUT=$O bash scripts/gpu_session.sh
+elif [ "$CALL" = 5 ]; then
+  # Next (not run in session 15; any GPU): the two-launch flush with handed weights at the other ring
+  # lengths, beside the table's entries: L = 4 (two launches already: its walk entry), and L = 32, 64
+  # (split: its entry). Offline (inspect_codegen, [64, 32], 2 warps, flush_block_k 16): 95 registers at
+  # L=4 (the walk 136), 123 at L = 32 and 64. Tables nothing by itself: trials.csv and tuned.json
+  # come back; moving split_flush_from_l past 32 needs a rule like apply_run30.py's.
+  HW=$(sed -n 2p "$HERE/points_two_launch.json" | sed 's/^/[/; s/,$/]/')
+  for L in 4 32 64; do
+    for sd in float32 bfloat16; do
+      if [ "$L" = 4 ]; then base=$(entry "$L" "$sd" replayssm); kind=replayssm; else base=$(entry "$L" "$sd"); kind=replayssm_split; fi
+      tune "$kind" "$L" "$sd/bfloat16" "$base" "entry_L${L}_$sd"
+      tune replayssm "$L" "$sd/bfloat16" "$HW" "two_L${L}_$sd"
+    done
+  done
+  cp "$T" "$O/tuned.json"
 else
   # The committed sweep with this GPU's table (the default design as the table says), then the GPU
   # tests of the two-launch flush with handed weights.
