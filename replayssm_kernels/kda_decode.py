@@ -166,6 +166,17 @@ def _ring_tile_flush(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live,
     return S, newer + gamma.sum(1)
 
 
+def _handed_tile_flush(S, w_ring, d_cache, row, slot, j, pos, live, cols, in_v, tile_fk):
+    """One ``[FW, FK]`` ring tile of the flush's closed form from launch 1's ring weights
+    (``flush_weights``): ``S + sum_i d_i (W_i alpha kappa_i)^T`` over the tile, two loads and a
+    ``[BV, FW] x [FW, FK]`` dot, with no gate, scan or exp. ``row`` indexes ``w_ring`` (a tile or a
+    ``[1]`` vector); the masks are ``_ring_tile_flush``'s."""
+    w = hl.load(w_ring, [row, j, pos, tile_fk], extra_mask=live[:, :, None])  # [1, FW, FK]
+    d_live = live[:, :, None] if in_v is None else live[:, :, None] & in_v[None, None, :]
+    d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
+    return S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+
+
 def _row_setup(ssm_state_indices, write_pos, force_flush, row, tile_b, L, HAS_FORCE):
     """(valid, slot [1], c, flush) of a batch row, shared by the ReplaySSM kernels.
 
@@ -529,9 +540,9 @@ def _replayssm_state_body(
                         for tile_w in hl.tile(0, NT, block_size=1):  # positions >= c load nothing
                             w_pos = tile_w.begin * FW + hl.arange(FW)
                             w_live = w_pos[None, :] < c  # [1, FW]
-                            w = hl.load(w_ring, [tile_b, j, w_pos, tile_fk], extra_mask=w_live[:, :, None])
-                            d_t = hl.load(d_cache, [slot, j, w_pos, tile_v], extra_mask=w_live[:, :, None])
-                            S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]
+                            S = _handed_tile_flush(
+                                S, w_ring, d_cache, tile_b, slot, j, w_pos, w_live, tile_v, None, tile_fk
+                            )
                     elif TILES:  # the closed form below, a [FW, FK] tile of the ring at a time (_ring_tile_flush)
                         S = S * decay[tile_b, j, tile_fk][:, None, :]
                         newer = hl.zeros([tile_b, tile_fk], dtype=torch.float32)  # sum of gamma over newer tiles
@@ -703,10 +714,7 @@ def _flush_rows_body(
                             # (names of their own: OWN's pos / pos_live / d_mask span the whole ring)
                             w_pos = tile_w.begin * FW + hl.arange(FW)
                             w_live = w_pos[None, :] < c[:, None]  # [1, FW]
-                            w = hl.load(w_ring, [row, j, w_pos, tile_fk], extra_mask=w_live[:, :, None])  # [1, FW, FK]
-                            w_mask = w_live[:, :, None] & in_v[None, None, :]
-                            d_t = hl.load(d_cache, [slot, j, w_pos, cols], extra_mask=w_mask)
-                            S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+                            S = _handed_tile_flush(S, w_ring, d_cache, row, slot, j, w_pos, w_live, cols, in_v, tile_fk)
                     else:
                         alpha_c = torch.exp(_gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
                         newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
