@@ -69,6 +69,9 @@ KERNEL_OPTIONS = {
     "ring_chunk": 8,  # ring-weights launch and flush: most ring positions per unrolled chunk
     "prep_warps": 1,  # two- and three-launch: warps of launch 1 (the per-(row, head) ring weights)
     "prep_heads": 1,  # two- and three-launch: value heads per program of launch 1 (1 if it does not divide HV)
+    # two- and three-launch: pipeline depth of launch 1's loop over ring chunks (Triton software
+    # pipelining: the next chunks' k and g in flight while one is computed), 0 or 1 for none
+    "prep_stages": 0,
     # ReplaySSM flush: K channels rebuilt per step (bounds the flush's registers); with flush_overlap,
     # flush_weights, all of K and a ring of one tile, a flush-rows item loads its checkpoint tile once
     # for its output and its flush (ONE in kda_decode._flush_rows_body)

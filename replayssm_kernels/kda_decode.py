@@ -372,6 +372,10 @@ def _ring_weights_body(
         # scan along the ring axis. Chunks start at the one holding c - 1; positions >= c load nothing
         # (stale, even NaN, entries never enter). (Reading the ring as [16, K] tiles with a reverse scan
         # instead ran this launch at half the speed on the H200: run 23 in results/bench/NOTES.md.)
+        # Each position's coef stores come before the next position's loads, and neither Triton nor
+        # ptxas moves a load above a store it cannot prove apart, so unpipelined (prep_stages 0) a
+        # program pays one memory round trip per live position (offline sm_90 SASS). prep_stages
+        # pipelines this loop: a chunk's loads then go out together, as async copies, ahead of its math.
         alpha = torch.exp(g)
         newer = hl.zeros([tile_b, tile_j, K], dtype=torch.float32)  # sum of gamma over the entries seen
         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
@@ -1016,7 +1020,10 @@ def replayssm_launches(
         coef, xs, qk, decay, w_ring, *scalars, *flags, ring_chunk(L, options["ring_chunk"]), hand_w,
         options["prep_heads"] if HV % options["prep_heads"] == 0 else 1,
     )  # fmt: skip
-    weights_config = helion.Config(block_sizes=[], num_warps=options["prep_warps"], num_stages=1)
+    weights_fields = {"block_sizes": [], "num_warps": options["prep_warps"], "num_stages": 1}
+    if options["prep_stages"] > 1:  # the loops: [grid, ring chunks, append]; the ring chunks' pipelined
+        weights_fields["range_num_stages"] = [0, options["prep_stages"], 0]
+    weights_config = helion.Config(**weights_fields)
     plan = [Launch("ring_weights", _ring_weights_body, weights_config, weights_args)]
     # Launch 2 (state side): output, d append and, with launches=2, flush rows' checkpoint; with
     # launches=3 the flush rows' u goes to u_buf and launch 3 writes their checkpoint (or, with

@@ -212,6 +212,10 @@ for fk in (128, 64):  # all of K: an item is straight-line code (ONE); half: two
     extra = rows | {"flush_block_k": fk, "flush_block_v": 32}
     source, *_ = generated_source("flush", 16, 32, 8, torch.float32, "fast", extra=extra, block_k=32)
     found[f"rows/{fk}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
+for kind in ("ring_weights", "ring_weights_split"):  # prep_stages: launch 1's loop over ring chunks
+    extra = {"prep_stages": 3, "ring_chunk": 4, "flush_tiles": 16, "flush_programs": 8, "flush_weights": 1}
+    source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra)
+    found[kind] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
 print(json.dumps(found))
 """
 
@@ -220,7 +224,8 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     """``k_stages`` lands on the loop over checkpoint K chunks (Helion's range_* lists are positional,
     and the ring's loop is there only without ring_prefetch), and the flush launch of a split step
     gets no pipelining meant for another loop; ``flush_stages`` lands on the flush-rows launch's item
-    loop, only where an item has no inner loop. Generated code, so outside Helion's interpreter."""
+    loop, only where an item has no inner loop; ``prep_stages`` on launch 1's loop over ring chunks.
+    Generated code, so outside Helion's interpreter."""
     import json
     import re
     import subprocess
@@ -239,6 +244,10 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
         r"0, tl\.cast\(\w+, tl\.int32\), num_stages=3", found["rows/128"][0]
     )
     assert found["rows/64"] == []
+    # prep_stages: launch 1's loop over ring chunks (L // ring_chunk = 4 of them, from the one holding
+    # the newest live entry), in both designs
+    for kind in ("ring_weights", "ring_weights_split"):
+        assert len(found[kind]) == 1 and re.fullmatch(r"tl\.cast\(\w+, tl\.int32\), 4, num_stages=3", found[kind][0])
 
 
 @pytest.mark.parametrize(

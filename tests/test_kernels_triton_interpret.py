@@ -40,11 +40,16 @@ def test_generated_state_code_in_K_chunks(launches, ring_prefetch):
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
 
-def test_generated_ring_walk_in_chunks():
-    """Launch 1's and the flush's ring walk over several unrolled chunks, generated code."""
+@pytest.mark.parametrize(
+    "launches, prep_stages", [(3, 0), (3, 3), (2, 3)], ids=["split", "split_pipelined", "two_launch_pipelined"]
+)
+def test_generated_ring_walk_in_chunks(launches, prep_stages):
+    """Launch 1's and the flush's ring walk over several unrolled chunks, generated code; with
+    ``prep_stages`` launch 1's loop over them is software-pipelined (its loads are then async copies
+    through shared memory on a GPU)."""
     p = Problem(2, 1, 2, 16, 16, 4)
-    config = {"block_sizes": [8, 16], "num_warps": 1, "num_stages": 1, "ring_chunk": 2}
-    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=3, config=config)
+    config = {"block_sizes": [8, 16], "num_warps": 1, "num_stages": 1, "ring_chunk": 2, "prep_stages": prep_stages}
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config)
     r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=5)
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
