@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Session 16's device calls (run 31), from the repository root with the wheels installed and OUT set:
+#   CALL=1 bash results/bench/history/31_*/call_session16.sh
+# CALL=1 (any GPU): launch 1 with its loop over ring chunks software-pipelined (prep_stages; offline
+# SASS shows the unpipelined walk pays one memory round trip per live ring position, because each
+# position's stores come before the next one's loads). For L = 16, 8, 64, 32 and each state dtype
+# (bf16 rings), the entry launches=None runs on this GPU (the table's, for the design its
+# split_flush_from_l picks) is timed beside the same entry with prep_stages / ring_chunk variants;
+# every candidate is checked against the float64 recurrence first (tune.check_candidate).
+# apply_run31.py then tables a variant only where it beat the entry by at least 1% in this call;
+# tuned.json comes back. FULL_LIMIT > 0 then runs the committed sweep with that table (0: none).
+# Stage limits: TUNE_LIMIT (per tune command, seconds). Back: trials.csv (every trial, with the part
+# it came from), env.json (the first tune command's), tuned.json and, with a sweep, bench/.
+set -uo pipefail
+HERE=$(dirname "$0")
+O=${OUT:-/tmp/out}
+mkdir -p "$O"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv
+T=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
+[ -e "$T" ] || cp replayssm_kernels/configs/nvidia_h200.json "$T"
+cp "$T" /tmp/table_before.json
+PARTS=/tmp/parts; mkdir -p $PARTS
+if [ "${CALL:-1}" = 1 ]; then
+  for L in ${LENGTHS:-16 8 64 32}; do
+    for sd in float32 bfloat16; do
+      # kind, then the points: the entry first, then its variants (VARIANTS: JSON list of option dicts)
+      read -r kind points < <(python - "$L" "$sd" <<'PY'
+import json, os, sys
+from replayssm_kernels.configs import device_key, lookup
+from replayssm_kernels.kda_decode import LAUNCH_KINDS, default_launches, ring_block
+L, sd = int(sys.argv[1]), sys.argv[2]
+kind = LAUNCH_KINDS[default_launches(L, "cuda")]
+entry, _ = lookup(kind, device_key("cuda"), sd, f"K128-V128-LB{ring_block(L)}")
+variants = json.loads(os.environ.get("VARIANTS", '[{"prep_stages": 2}, {"prep_stages": 3, "ring_chunk": 4}, {"prep_stages": 4, "ring_chunk": 2}]'))
+print(kind, json.dumps([entry] + [entry | v for v in variants]))
+PY
+)
+      timeout "${TUNE_LIMIT:-75}" python -m replayssm_kernels.tune --kernels "$kind" --cache-lengths "$L" \
+        --dtype-pairs "$sd/bfloat16" --points "$points" --rep-ms 20 --trials-csv "$PARTS/L${L}_$sd.csv" 2>&1 | grep -v Warn
+      python -c "import glob, os, pandas as pd
+parts = sorted(glob.glob('$PARTS/*.csv'), key=os.path.getmtime)
+pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts]).to_csv('$O/trials.csv', index=False)"
+      [ -e "$O/env.json" ] || cp "$PARTS/env.json" "$O/env.json"
+    done
+  done
+  cp /tmp/table_before.json "$T"
+  python "$HERE/apply_run31.py" "$T" "$O/trials.csv"
+  cp "$T" "$O/tuned.json"
+  [ "${FULL_LIMIT:-0}" = 0 ] || STAGES=full FULL_LIMIT=$FULL_LIMIT OUT=$O bash scripts/gpu_session.sh
+else
+  # CALL=2: the committed sweep with this GPU's (committed) table, then the per-launch profile.
+  STAGES=full FULL_LIMIT=${FULL_LIMIT:-400} OUT=$O bash scripts/gpu_session.sh
+  STAGES=profile OUT=$O bash scripts/gpu_session.sh
+fi
+rmdir "$O"/* 2>/dev/null || true  # gpu_session.sh's empty stage folders
