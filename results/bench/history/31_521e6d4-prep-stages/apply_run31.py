@@ -3,11 +3,12 @@ or here on the CPU from the repository root):
 
     python results/bench/history/31_521e6d4-prep-stages/apply_run31.py TABLE TRIALS_CSV
 
-Each tune part of ``TRIALS_CSV`` timed one table entry (its first trial, without ``prep_stages``) and
-the same entry with ``prep_stages`` / ``ring_chunk`` variants, for one (design, L, state dtype). The
-fastest correct variant replaces the entry's class (``<kind>/<dtype>/K128-V128-LB<ring block>``)
-only where it beat the entry by at least ``MARGIN`` in the same call: smaller gaps are within the
-run-to-run spread of a tune trial. Nothing else in the table changes."""
+Each tune part of ``TRIALS_CSV`` (its ``part`` column) timed one table entry (the part's first trial)
+and variants of it (``CALL=1``: ``prep_stages`` / ``ring_chunk``; ``CALL=3``: state tiles), for one
+(design, L, state dtype). The fastest correct variant replaces the entry's class
+(``<kind>/<dtype>/K128-V128-LB<ring block>``) only where it beat the entry by at least ``MARGIN`` in
+the same call: smaller gaps are within the run-to-run spread of a tune trial. Nothing else in the
+table changes."""
 
 import json
 import sys
@@ -22,14 +23,14 @@ table_path, trials_path = Path(sys.argv[1]), Path(sys.argv[2])
 doc = json.loads(table_path.read_text())
 t = pd.read_csv(trials_path)
 changed = []
-for (kind, sd, L), g in t.groupby(["kernel", "state_dtype", "cache_length"], sort=False):
-    base = g[~g.config.str.contains("prep_stages")]
+for _, g in t.groupby("part", sort=False):
+    kind, sd, L = g.kernel.iloc[0], g.state_dtype.iloc[0], g.cache_length.iloc[0]
     good = g[g.correct].sort_values("us_per_step")
-    if base.empty or good.empty:
+    if good.empty:
         continue
-    entry_us, best = float(base.us_per_step.iloc[0]), good.iloc[0]
+    entry_us, best = float(g.us_per_step.iloc[0]), good.iloc[0]
     verdict = "kept the entry"
-    if "prep_stages" in best.config and best.us_per_step < (1 - MARGIN) * entry_us:
+    if best.config != g.config.iloc[0] and best.us_per_step < (1 - MARGIN) * entry_us:
         key = f"{kind}/{sd}/K128-V128-LB{ring_block(int(L))}"
         doc["configs"][key] = json.loads(best.config)
         changed.append(key)

@@ -9,6 +9,12 @@
 # every candidate is checked against the float64 recurrence first (tune.check_candidate).
 # apply_run31.py then tables a variant only where it beat the entry by at least 1% in this call;
 # tuned.json comes back. FULL_LIMIT > 0 then runs the committed sweep with that table (0: none).
+# CALL=3 (next, not run in session 16; any GPU): the same loop with state-launch tile variants of each
+# entry (VARIANTS_3 below): offline sm_90 (inspect_codegen --kernel state, L=16, handed weights,
+# flush_block_k 16, k_stages 3) [64, 32] at 2 warps, the H100 entry, holds 96 registers and 17 KB of
+# shared memory; [128, 32] at 4 warps 96 and 33 KB, [64, 64] at 4 warps 96 and 34 KB, [128, 32] at 8
+# warps 80 and 33 KB, all without spills; run 30 timed only [64, 32] / 2 and [32, 32] / 1 for this
+# design.
 # Stage limits: TUNE_LIMIT (per tune command, seconds). Back: trials.csv (every trial, with the part
 # it came from), env.json (the first tune command's), tuned.json and, with a sweep, bench/.
 set -uo pipefail
@@ -19,8 +25,14 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv
 T=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import device_key; print(device_key("cuda"))').json
 [ -e "$T" ] || cp replayssm_kernels/configs/nvidia_h200.json "$T"
 cp "$T" /tmp/table_before.json
-PARTS=/tmp/parts; mkdir -p $PARTS
-if [ "${CALL:-1}" = 1 ]; then
+PARTS=$(mktemp -d)  # this call's parts only (a warm machine keeps an earlier call's /tmp)
+VARIANTS_1='[{"prep_stages": 2}, {"prep_stages": 3, "ring_chunk": 4}, {"prep_stages": 4, "ring_chunk": 2}]'
+VARIANTS_3='[{"block_sizes": [128, 32], "num_warps": 4}, {"block_sizes": [64, 64], "num_warps": 4},
+ {"block_sizes": [128, 32], "num_warps": 8}, {"k_stages": 4}, {"k_stages": 2}]'
+CALL=${CALL:-1}
+if [ "$CALL" = 3 ]; then VARIANTS=${VARIANTS:-$VARIANTS_3}; else VARIANTS=${VARIANTS:-$VARIANTS_1}; fi
+export VARIANTS
+if [ "$CALL" = 1 ] || [ "$CALL" = 3 ]; then
   for L in ${LENGTHS:-16 8 64 32}; do
     for sd in float32 bfloat16; do
       # kind, then the points: the entry first, then its variants (VARIANTS: JSON list of option dicts)
@@ -31,7 +43,7 @@ from replayssm_kernels.kda_decode import LAUNCH_KINDS, default_launches, ring_bl
 L, sd = int(sys.argv[1]), sys.argv[2]
 kind = LAUNCH_KINDS[default_launches(L, "cuda")]
 entry, _ = lookup(kind, device_key("cuda"), sd, f"K128-V128-LB{ring_block(L)}")
-variants = json.loads(os.environ.get("VARIANTS", '[{"prep_stages": 2}, {"prep_stages": 3, "ring_chunk": 4}, {"prep_stages": 4, "ring_chunk": 2}]'))
+variants = json.loads(os.environ["VARIANTS"])
 print(kind, json.dumps([entry] + [entry | v for v in variants]))
 PY
 )
