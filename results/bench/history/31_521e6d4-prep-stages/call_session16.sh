@@ -15,6 +15,7 @@
 # shared memory; [128, 32] at 4 warps 96 and 33 KB, [64, 64] at 4 warps 96 and 34 KB, [128, 32] at 8
 # warps 80 and 33 KB, all without spills; run 30 timed only [64, 32] / 2 and [32, 32] / 1 for this
 # design.
+# CALL=4 (next, an H200 only): see below.
 # Stage limits: TUNE_LIMIT (per tune command, seconds). Back: trials.csv (every trial, with the part
 # it came from), env.json (the first tune command's), tuned.json and, with a sweep, bench/.
 set -uo pipefail
@@ -59,6 +60,50 @@ pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts])
   python "$HERE/apply_run31.py" "$T" "$O/trials.csv"
   cp "$T" "$O/tuned.json"
   [ "${FULL_LIMIT:-0}" = 0 ] || STAGES=full FULL_LIMIT=$FULL_LIMIT OUT=$O bash scripts/gpu_session.sh
+elif [ "$CALL" = 4 ]; then
+  # CALL=4 (next, not run in session 16): an H200 only, one call (~550 s). It supersedes
+  # call_session15.sh CALL=2, whose L=16 points predate prep_stages. The H100's entries (runs 28-31,
+  # prep_stages included) for the split classes other than L=16 and for the two-launch L = 8 and 16
+  # go into the H200's table; at L=16 the H200 times its split entry with and without prep_stages
+  # (4, ring_chunk 2), the H100's split entry (flush_overlap, handed weights) with it, and the
+  # H100's two-launch entry; the tuner tables the faster split point, and
+  # ../30_*/apply_run30.py moves split_flush_from_l to 32 if two launches won for both dtypes (L=8
+  # then runs the H100's two-launch entry, not timed on the H200: it won there by more than at
+  # L=16); then the committed sweep (FULL_LIMIT, 0: none).
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in *H200*) ;; *) echo "CALL=4 is for an H200" >&2; exit 3;; esac
+  python - <<'PY'
+import json
+h100 = json.load(open("replayssm_kernels/configs/nvidia_h100_80gb_hbm3.json"))["configs"]
+path = "replayssm_kernels/configs/nvidia_h200.json"
+h200 = json.load(open(path))
+keys = [k for k in h100 if k.startswith("replayssm_split/") and "LB16" not in k]
+keys += [k for k in h100 if k.startswith("replayssm/") and ("LB8" in k or "LB16" in k)]
+h200["configs"].update({k: h100[k] for k in keys})
+h200["tuned_by"] += " || " + ", ".join(keys) + ": the H100's (runs 28-31), not tuned on an H200"
+json.dump(h200, open(path, "w"), indent=1)
+PY
+  cp "$T" /tmp/table_before.json
+  tune16() {  # kind, dtype pair(s), points, part
+    timeout "${TUNE_LIMIT:-75}" python -m replayssm_kernels.tune --kernels "$1" --cache-lengths 16 --dtype-pairs $2 \
+      --points "$3" --rep-ms 20 --trials-csv "$PARTS/$4.csv" 2>&1 | grep -v Warn
+    python -c "import glob, os, pandas as pd
+parts = sorted(glob.glob('$PARTS/*.csv'), key=os.path.getmtime)
+pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts]).to_csv('$O/trials.csv', index=False)"
+    [ -e "$O/env.json" ] || cp "$PARTS/env.json" "$O/env.json"
+  }
+  for sd in float32 bfloat16; do
+    split=$(python -c "import json; key, ps = 'replayssm_split/$sd/K128-V128-LB16', {'prep_stages': 4, 'ring_chunk': 2}
+e, h = json.load(open('$T'))['configs'][key], json.load(open('replayssm_kernels/configs/nvidia_h100_80gb_hbm3.json'))['configs'][key]
+print(json.dumps([e, e | ps, h | ps]))")
+    tune16 replayssm_split "$sd/bfloat16" "$split" "split_L16_$sd"
+  done
+  two=$(python -c "import json; t = json.load(open('$T'))['configs']
+points = [t[f'replayssm/{sd}/K128-V128-LB16'] for sd in ('float32', 'bfloat16')]
+print(json.dumps([p for i, p in enumerate(points) if p not in points[:i]]))")
+  tune16 replayssm "float32/bfloat16 bfloat16/bfloat16" "$two" two_L16
+  python "$HERE/../30_9be47ba-two-launch-weights/apply_run30.py" "$T" "$O/trials.csv"
+  cp "$T" "$O/tuned.json"
+  [ "${FULL_LIMIT:-380}" = 0 ] || STAGES=full FULL_LIMIT=${FULL_LIMIT:-380} OUT=$O bash scripts/gpu_session.sh
 else
   # CALL=2: the committed sweep with this GPU's (committed) table, then the per-launch profile.
   STAGES=full FULL_LIMIT=${FULL_LIMIT:-400} OUT=$O bash scripts/gpu_session.sh
