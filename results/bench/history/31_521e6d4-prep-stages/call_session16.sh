@@ -27,6 +27,12 @@ T=replayssm_kernels/configs/$(python -c 'from replayssm_kernels.configs import d
 [ -e "$T" ] || cp replayssm_kernels/configs/nvidia_h200.json "$T"
 cp "$T" /tmp/table_before.json
 PARTS=$(mktemp -d)  # this call's parts only (a warm machine keeps an earlier call's /tmp)
+collect() {  # every tune part so far as one trials.csv (a part column naming each), and the first env.json
+  python -c "import glob, os, pandas as pd
+parts = sorted(glob.glob('$PARTS/*.csv'), key=os.path.getmtime)
+pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts]).to_csv('$O/trials.csv', index=False)"
+  [ -e "$O/env.json" ] || cp "$PARTS/env.json" "$O/env.json"
+}
 VARIANTS_1='[{"prep_stages": 2}, {"prep_stages": 3, "ring_chunk": 4}, {"prep_stages": 4, "ring_chunk": 2}]'
 VARIANTS_3='[{"block_sizes": [128, 32], "num_warps": 4}, {"block_sizes": [64, 64], "num_warps": 4},
  {"block_sizes": [128, 32], "num_warps": 8}, {"k_stages": 4}, {"k_stages": 2}]'
@@ -50,10 +56,7 @@ PY
 )
       timeout "${TUNE_LIMIT:-75}" python -m replayssm_kernels.tune --kernels "$kind" --cache-lengths "$L" \
         --dtype-pairs "$sd/bfloat16" --points "$points" --rep-ms 20 --trials-csv "$PARTS/L${L}_$sd.csv" 2>&1 | grep -v Warn
-      python -c "import glob, os, pandas as pd
-parts = sorted(glob.glob('$PARTS/*.csv'), key=os.path.getmtime)
-pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts]).to_csv('$O/trials.csv', index=False)"
-      [ -e "$O/env.json" ] || cp "$PARTS/env.json" "$O/env.json"
+      collect
     done
   done
   cp /tmp/table_before.json "$T"
@@ -86,10 +89,7 @@ PY
   tune16() {  # kind, dtype pair(s), points, part
     timeout "${TUNE_LIMIT:-75}" python -m replayssm_kernels.tune --kernels "$1" --cache-lengths 16 --dtype-pairs $2 \
       --points "$3" --rep-ms 20 --trials-csv "$PARTS/$4.csv" 2>&1 | grep -v Warn
-    python -c "import glob, os, pandas as pd
-parts = sorted(glob.glob('$PARTS/*.csv'), key=os.path.getmtime)
-pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts]).to_csv('$O/trials.csv', index=False)"
-    [ -e "$O/env.json" ] || cp "$PARTS/env.json" "$O/env.json"
+    collect
   }
   for sd in float32 bfloat16; do
     split=$(python -c "import json; key, ps = 'replayssm_split/$sd/K128-V128-LB16', {'prep_stages': 4, 'ring_chunk': 2}
