@@ -10,6 +10,8 @@ Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
 
     python -m replayssm_kernels.inspect_codegen --kernel state --cache-length 16 --block-v 32 --num-warps 1
     python -m replayssm_kernels.inspect_codegen --kernel ring_weights --cache-length 16 --num-warps 1
+    python -m replayssm_kernels.inspect_codegen --kernel ring_weights --num-warps 1 --memory-order \
+        --config '{"prep_stages": 4, "ring_chunk": 2}'
     python -m replayssm_kernels.inspect_codegen --kernel state_split --block-k 32 --config '{"k_stages": 3}'
     python -m replayssm_kernels.inspect_codegen --kernel fused --block-k 32 --config '{"range_num_stages": [0, 3]}'
     python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
@@ -180,6 +182,28 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
     }
 
 
+MEMORY_OPS = {"LDGSTS": "A", "LDG": "L", "STG": "S"}  # SASS mnemonic -> letter of sass_memory_order
+
+
+def sass_memory_order(cubin: bytes) -> str:
+    """The kernel's global-memory instructions in SASS program order, one letter each: ``L`` a load,
+    ``S`` a store, ``A`` an async copy into shared memory (a pipelined load), from Triton's
+    ``nvdisasm``; "" if there is none here.
+
+    Neither Triton nor ptxas moves a load above a store it cannot prove apart, so the order shows
+    where a program must wait: ``LLSSLLSS...`` is one memory round trip per ``LL``."""
+    import triton
+
+    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    if not nvdisasm.exists():
+        return ""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run([str(nvdisasm), "-c", str(path)], capture_output=True, text=True).stdout
+    return "".join(MEMORY_OPS[op] for op in re.findall(r"\b(LDGSTS|LDG|STG)\b", sass))
+
+
 def ptxas_usage(ptx: str) -> dict:
     """{"registers", "spill_bytes"} from ``ptxas -v`` (sm_90a), or {} if no ptxas here reads this PTX.
 
@@ -288,6 +312,11 @@ def main(argv=None) -> int:
     ap.add_argument("--dump", help="also write the generated Triton source here")
     ap.add_argument("--csv", type=Path, help="also append the report as a row here (env.json beside it)")
     ap.add_argument(
+        "--memory-order",
+        action="store_true",
+        help="also print the global loads (L), stores (S) and async copies (A) in SASS order",
+    )
+    ap.add_argument(
         "--fingerprint",
         metavar="TABLE",
         nargs="?",
@@ -320,6 +349,8 @@ def main(argv=None) -> int:
             f.write(source)
     report = compile_report(source, tensors, config.num_warps)
     print(" ".join(f"{k}={v}" for k, v in report.items()))
+    if args.memory_order:
+        print("memory_order=" + sass_memory_order(compile_sm90(source, tensors, config.num_warps).asm["cubin"]))
     if args.csv:
         _append_row(args, report, argv)
     return 0

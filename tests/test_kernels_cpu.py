@@ -216,6 +216,13 @@ for kind in ("ring_weights", "ring_weights_split"):  # prep_stages: launch 1's l
     extra = {"prep_stages": 3, "ring_chunk": 4, "flush_tiles": 16, "flush_programs": 8, "flush_weights": 1}
     source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra)
     found[kind] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
+# launch 1's global loads and stores in SASS order (the H100 entry's launch 1 at L=16, without and with
+# prep_stages): why prep_stages pays
+from replayssm_kernels.inspect_codegen import compile_sm90, sass_memory_order
+for stages, chunk in ((0, 8), (4, 2)):  # 8 positions unrolled per chunk; the table's pipelined entry
+    extra = {"prep_stages": stages, "ring_chunk": chunk, "flush_tiles": 16, "flush_weights": 1, "flush_block_k": 16}
+    source, tensors, config = generated_source("ring_weights", 16, 32, 1, torch.float32, "fast", extra=extra)
+    found[f"order/{stages}"] = sass_memory_order(compile_sm90(source, tensors, 1).asm["cubin"])
 print(json.dumps(found))
 """
 
@@ -224,8 +231,9 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     """``k_stages`` lands on the loop over checkpoint K chunks (Helion's range_* lists are positional,
     and the ring's loop is there only without ring_prefetch), and the flush launch of a split step
     gets no pipelining meant for another loop; ``flush_stages`` lands on the flush-rows launch's item
-    loop, only where an item has no inner loop; ``prep_stages`` on launch 1's loop over ring chunks.
-    Generated code, so outside Helion's interpreter."""
+    loop, only where an item has no inner loop; ``prep_stages`` on launch 1's loop over ring chunks,
+    whose loads then no longer wait behind stores (SASS order). Generated code, so outside Helion's
+    interpreter."""
     import json
     import re
     import subprocess
@@ -248,6 +256,14 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     # the newest live entry), in both designs
     for kind in ("ring_weights", "ring_weights_split"):
         assert len(found[kind]) == 1 and re.fullmatch(r"tl\.cast\(\w+, tl\.int32\), 4, num_stages=3", found[kind][0])
+    # Unpipelined, each ring position's two loads (k, g) come after the previous position's stores (two
+    # coef scalars and its handed weights) in launch 1's SASS: a memory round trip per position, 7 of
+    # them within an unrolled chunk of 8. Pipelined, the ring is read by async copies and no load
+    # follows a store.
+    if found["order/0"]:  # "" where Triton ships no nvdisasm
+        assert found["order/0"].count("SLL") >= 7, found["order/0"]
+        first_store = found["order/4"].index("S")
+        assert "A" in found["order/4"] and "L" not in found["order/4"][first_store:], found["order/4"]
 
 
 @pytest.mark.parametrize(
