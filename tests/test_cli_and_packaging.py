@@ -262,9 +262,12 @@ def test_config_tables_hold_only_known_fields(table):
         _assert_known_fields(entry, key)
 
 
-# the tune candidates in use: scripts/ and the newest run's plan (older runs' points name options since renamed)
-_NEWEST_RUN = sorted((ROOT / "results/bench/history").iterdir())[-1]
-_POINTS = sorted([*ROOT.glob("scripts/points_*.json"), *_NEWEST_RUN.glob("points_*.json")])
+# the tune candidates in use: scripts/ and the newest run plan's points (whole entries) and variants (options
+# merged into table entries); older runs' files name options since renamed
+_RUNS = sorted(p for p in (ROOT / "results/bench/history").iterdir() if p.is_dir())
+_NEWEST = {kind: next(r for r in reversed(_RUNS) if any(r.glob(f"{kind}_*.json"))) for kind in ("points", "variants")}
+_POINTS = sorted([*ROOT.glob("scripts/points_*.json"), *_NEWEST["points"].glob("points_*.json")])
+_VARIANTS = sorted(_NEWEST["variants"].glob("variants_*.json"))
 
 
 @pytest.mark.parametrize("points", _POINTS, ids=lambda p: p.name)
@@ -273,3 +276,13 @@ def test_tune_points_hold_only_known_fields(points):
     option in one would time the default instead of the point it names."""
     for i, entry in enumerate(json.loads(points.read_text())):
         _assert_known_fields(entry, i)
+
+
+@pytest.mark.parametrize("variants", _VARIANTS, ids=lambda p: p.name)
+def test_tune_variants_hold_only_known_fields(variants):
+    """The same for the variants a run plan merges into table entries (partial entries)."""
+    from replayssm_kernels.configs import KERNEL_OPTIONS
+
+    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
+    for i, variant in enumerate(json.loads(variants.read_text())):
+        assert variant and set(variant) <= known, (i, set(variant) - known)

@@ -5,12 +5,13 @@
 # SASS shows the unpipelined walk pays one memory round trip per live ring position, because each
 # position's stores come before the next one's loads). For L = 16, 8, 64, 32 and each state dtype
 # (bf16 rings), the entry launches=None runs on this GPU (the table's, for the design its
-# split_flush_from_l picks) is timed beside the same entry with prep_stages / ring_chunk variants;
+# split_flush_from_l picks) is timed beside the same entry with the prep_stages / ring_chunk variants
+# of variants_prep_stages.json;
 # every candidate is checked against the float64 recurrence first (tune.check_candidate).
 # apply_run31.py then tables a variant only where it beat the entry by at least 1% in this call;
 # tuned.json comes back. FULL_LIMIT > 0 then runs the committed sweep with that table (0: none).
 # CALL=3 (next, not run in session 16; any GPU): the same loop with state-launch tile variants of each
-# entry (VARIANTS_3 below): offline sm_90 (inspect_codegen --kernel state, L=16, handed weights,
+# entry (variants_state_tiles.json): offline sm_90 (inspect_codegen --kernel state, L=16, handed weights,
 # flush_block_k 16, k_stages 3) [64, 32] at 2 warps, the H100 entry, holds 96 registers and 17 KB of
 # shared memory; [128, 32] at 4 warps 96 and 33 KB, [64, 64] at 4 warps 96 and 34 KB, [128, 32] at 8
 # warps 80 and 33 KB, all without spills; run 30 timed only [64, 32] / 2 and [32, 32] / 1 for this
@@ -33,11 +34,10 @@ parts = sorted(glob.glob('$PARTS/*.csv'), key=os.path.getmtime)
 pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts]).to_csv('$O/trials.csv', index=False)"
   [ -e "$O/env.json" ] || cp "$PARTS/env.json" "$O/env.json"
 }
-VARIANTS_1='[{"prep_stages": 2}, {"prep_stages": 3, "ring_chunk": 4}, {"prep_stages": 4, "ring_chunk": 2}]'
-VARIANTS_3='[{"block_sizes": [128, 32], "num_warps": 4}, {"block_sizes": [64, 64], "num_warps": 4},
- {"block_sizes": [128, 32], "num_warps": 8}, {"k_stages": 4}, {"k_stages": 2}]'
+# the variants merged into each entry (JSON lists of option dicts; VARIANTS in the environment overrides)
 CALL=${CALL:-1}
-if [ "$CALL" = 3 ]; then VARIANTS=${VARIANTS:-$VARIANTS_3}; else VARIANTS=${VARIANTS:-$VARIANTS_1}; fi
+if [ "$CALL" = 3 ]; then V=variants_state_tiles.json; else V=variants_prep_stages.json; fi
+VARIANTS=${VARIANTS:-$(cat "$HERE/$V")}
 export VARIANTS
 if [ "$CALL" = 1 ] || [ "$CALL" = 3 ]; then
   for L in ${LENGTHS:-16 8 64 32}; do
