@@ -166,9 +166,8 @@ def compile_sm90(source: str, tensors: dict, num_warps: int):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
 
 
-def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
-    """Compile the generated kernel for sm_90 offline and count the costly instructions."""
-    compiled = compile_sm90(source, tensors, num_warps)
+def compile_report(compiled) -> dict:
+    """Count the costly instructions of a kernel compiled offline (``compile_sm90``)."""
     ptx, ttgir = compiled.asm["ptx"], compiled.asm["ttgir"]
     return {
         **ptxas_usage(ptx),
@@ -182,6 +181,13 @@ def compile_report(source: str, tensors: dict, num_warps: int) -> dict:
     }
 
 
+def _triton_bin() -> Path:
+    """The folder of the CUDA tools (ptxas, nvdisasm) that Triton's wheel ships."""
+    import triton
+
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+
+
 MEMORY_OPS = {"LDGSTS": "A", "LDG": "L", "STG": "S"}  # SASS mnemonic -> letter of sass_memory_order
 
 
@@ -192,9 +198,7 @@ def sass_memory_order(cubin: bytes) -> str:
 
     Neither Triton nor ptxas moves a load above a store it cannot prove apart, so the order shows
     where a program must wait: ``LLSSLLSS...`` is one memory round trip per ``LL``."""
-    import triton
-
-    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    nvdisasm = _triton_bin() / "nvdisasm"
     if not nvdisasm.exists():
         return ""
     with tempfile.TemporaryDirectory() as tmp:
@@ -209,9 +213,7 @@ def ptxas_usage(ptx: str) -> dict:
 
     Triton ships two assemblers; the older one rejects the PTX version newer Tritons emit, so each is
     tried in turn (``TRITON_PTXAS_PATH`` first, as Triton itself does)."""
-    import triton
-
-    bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    bin_dir = _triton_bin()
     candidates = [os.environ.get("TRITON_PTXAS_PATH"), bin_dir / "ptxas-blackwell", bin_dir / "ptxas"]
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.ptx"
@@ -347,10 +349,11 @@ def main(argv=None) -> int:
     if args.dump:
         with open(args.dump, "w") as f:
             f.write(source)
-    report = compile_report(source, tensors, config.num_warps)
+    compiled = compile_sm90(source, tensors, config.num_warps)
+    report = compile_report(compiled)
     print(" ".join(f"{k}={v}" for k, v in report.items()))
     if args.memory_order:
-        print("memory_order=" + sass_memory_order(compile_sm90(source, tensors, config.num_warps).asm["cubin"]))
+        print("memory_order=" + sass_memory_order(compiled.asm["cubin"]))
     if args.csv:
         _append_row(args, report, argv)
     return 0

@@ -374,7 +374,7 @@ def _ring_weights_body(
         # instead ran this launch at half the speed on the H200: run 23 in results/bench/NOTES.md.)
         # Each position's coef stores come before the next position's loads, and neither Triton nor
         # ptxas moves a load above a store it cannot prove apart, so unpipelined (prep_stages 0) a
-        # program pays one memory round trip per live position (offline sm_90 SASS). prep_stages
+        # program pays one memory round trip per live position (`inspect_codegen --memory-order`). prep_stages
         # pipelines this loop: a chunk's loads then go out together, as async copies, ahead of its math.
         alpha = torch.exp(g)
         newer = hl.zeros([tile_b, tile_j, K], dtype=torch.float32)  # sum of gamma over the entries seen
