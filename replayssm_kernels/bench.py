@@ -2,7 +2,8 @@
 
 Every implementation runs the same sweep in one process, on the same inputs:
 
-* ``replayssm_helion``     ours, one call per step, the default design (``launches=None``: 2 or 3 by L)
+* ``replayssm_helion``     ours, one call per step, the default design (``launches=None``: 2 or 3 by L;
+                           at L = 1 the standard kernel on the checkpoint)
 * ``replayssm_helion_two_launch`` ours with ``launches=2``: ring weights, then state (flush included)
 * ``replayssm_helion_split`` ours with ``launches=3``: the flush rows' checkpoint write as a third launch
 * ``replayssm_helion_fused`` ours with ``launches=1``: the whole step as one fused kernel
@@ -272,6 +273,7 @@ def main(argv=None) -> int:
 
     from .configs import split_flush_from
     from .envinfo import write_env_json
+    from .kda_decode import default_launches
 
     args = parse_args(argv)
     if not torch.cuda.is_available():
@@ -292,6 +294,8 @@ def main(argv=None) -> int:
         runs = old.get("runs", [{k: v for k, v in old.items() if k != "runs"}] if old else [])
     this = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     this["split_flush_from_l"] = split_flush_from(device)  # the default design's choice (plots' headline)
+    lengths = sorted({c.cache_length for c in cases})
+    this["default_launches"] = {str(L): default_launches(L, device) for L in lengths}  # launches=None, by L
     if args.plan is not None:
         this["plan_groups"] = json.loads(args.plan.read_text())["groups"]
 

@@ -50,6 +50,11 @@ With ``flush_overlap`` as well, that launch takes the flush rows whole (their ou
 state launch skips them, so the two share no data and ``run_launches`` runs them at the same time on
 two streams: the flush's latency-bound work fills the gaps of the bandwidth-bound state launch.
 
+A ring of length 1 holds nothing between steps: every step is a natural flush from an empty ring,
+which is one standard decode step with the checkpoint as its state (section 3 of the semantics). There
+``launches=None`` runs ``_standard_body`` (``launches=0``): one launch, the standard kernel's bytes,
+and no ring access at all, where the replay designs pay a launch 1 and a flush branch for nothing.
+
 Nothing branches on the host: cursors, flushes and padding are device values, so a step can be
 captured in a CUDA graph and replayed with new cursors.
 """
@@ -809,7 +814,8 @@ def _views(mixed_qkv, a, dt_bias, shapes):
 
 
 PRECISIONS = ("fast", "precise")
-LAUNCH_KINDS = {1: "replayssm_fused", 2: "replayssm", 3: "replayssm_split"}  # launches= -> config kind
+# launches= -> config kind; 0 (L = 1 only) is the standard kernel, with its own table entries
+LAUNCH_KINDS = {0: "standard", 1: "replayssm_fused", 2: "replayssm", 3: "replayssm_split"}
 
 
 def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config | None, dict]:
@@ -875,8 +881,11 @@ def _state_configs(
 
 
 def default_launches(cache_length: int, device: torch.device | str = "cpu") -> int:
-    """The design ``launches=None`` runs on ``device``: 3 from ``configs.split_flush_from(device)`` on
-    (the device table's choice, ``configs.SPLIT_FLUSH_FROM_L`` where it makes none), else 2."""
+    """The design ``launches=None`` runs on ``device``: 0 (the standard kernel) at L = 1, 3 from
+    ``configs.split_flush_from(device)`` on (the device table's choice, ``configs.SPLIT_FLUSH_FROM_L``
+    where it makes none), else 2."""
+    if cache_length == 1:
+        return 0
     return 3 if cache_length >= split_flush_from(device) else 2
 
 
@@ -979,8 +988,22 @@ def replayssm_launches(
     if launches not in LAUNCH_KINDS:
         raise ValueError(
             "`launches` must be 1 (one fused launch), 2 (ring weights, then state) or 3 (ring weights, "
-            f"state, then the flush rows' checkpoints); got {launches!r}"
+            f"state, then the flush rows' checkpoints), or 0 (the standard kernel, cache_length 1 only); "
+            f"got {launches!r}"
         )
+    if launches == 0:
+        if shapes.cache_length != 1:
+            raise ValueError(
+                "`launches=0` runs the standard decode kernel, which is a ReplaySSM step only when every "
+                f"step flushes from an empty ring: cache_length 1; the rings have cache_length "
+                f"{shapes.cache_length} (d_cache {tuple(d_cache.shape)}). Use launches=None, 1, 2 or 3."
+            )
+        # every step flushes with c = 0: S0 <- S0 diag(alpha) + u k^T and nothing is appended, so the
+        # rings, write_pos and force_flush are not read
+        return _standard_plan(
+            mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+            use_qk_l2norm_in_kernel, lower_bound, shapes, config,
+        )  # fmt: skip
     kind = LAUNCH_KINDS[launches]
     config, options = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
     B, HV, K, V, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.value_dim, shapes.cache_length
@@ -1089,9 +1112,11 @@ def helion_fused_recurrent_kda_replayssm_decode(
     tile arithmetic). Outputs and non-flush steps are identical in both.
 
     ``launches=2`` runs the ring weights, then the state; ``3`` also moves the flush rows' checkpoint
-    write to its own launch; ``1`` runs the whole step as one fused kernel; ``None`` (the default)
-    picks 2 or 3 by ring length and device (``default_launches``, from the timings in
-    ``results/bench/NOTES.md``). All are graph-capturable and give the same results up to rounding.
+    write to its own launch; ``1`` runs the whole step as one fused kernel; ``0`` (cache_length 1
+    only, where every step flushes from an empty ring) runs the standard decode kernel on the
+    checkpoint; ``None`` (the default) picks 0 at L = 1, else 2 or 3 by ring length and device
+    (``default_launches``, from the timings in ``results/bench/NOTES.md``). All are
+    graph-capturable and give the same results up to rounding.
     ``config`` overrides the tuned config from ``replayssm_kernels/configs``.
     """
     plan = replayssm_launches(
@@ -1124,6 +1149,17 @@ def standard_launches(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
     )
     check_kernel_support(shapes, initial_state, out)
+    return _standard_plan(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+        use_qk_l2norm_in_kernel, lower_bound, shapes, config,
+    )  # fmt: skip
+
+
+def _standard_plan(
+    mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+    use_qk_l2norm_in_kernel, lower_bound, shapes, config,
+) -> list[Launch]:  # fmt: skip
+    """The standard kernel's one launch on validated inputs (standard decode, and ReplaySSM at L = 1)."""
     config, _ = _resolve_config(config, "standard", mixed_qkv.device, initial_state.dtype, shapes)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
     args = (

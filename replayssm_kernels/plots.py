@@ -43,14 +43,25 @@ def revision(csv: Path) -> str:
     return json.loads(env.read_text()).get("git_sha", "unknown")[:7] if env.exists() else "unknown"
 
 
-def split_from(csv: Path) -> int:
-    """The ring length from which the default design ran three launches in the benchmark run behind
-    ``csv`` (its env.json's last run; runs before run 30 recorded none and used ``SPLIT_FLUSH_FROM_L``)."""
+def _last_run(csv: Path) -> dict:
+    """The config of the last benchmark run recorded in the env.json beside ``csv`` ({} if none)."""
     import json
 
     env = csv.parent / "env.json"
     runs = json.loads(env.read_text()).get("config", {}).get("runs", [{}]) if env.exists() else [{}]
-    return int(runs[-1].get("split_flush_from_l", SPLIT_FLUSH_FROM_L))
+    return runs[-1]
+
+
+def split_from(csv: Path) -> int:
+    """The ring length from which the default design ran three launches in the benchmark run behind
+    ``csv`` (its env.json's last run; runs before run 30 recorded none and used ``SPLIT_FLUSH_FROM_L``)."""
+    return int(_last_run(csv).get("split_flush_from_l", SPLIT_FLUSH_FROM_L))
+
+
+def standard_at_l1(csv: Path) -> bool:
+    """Whether the default design ran the standard kernel at L = 1 in the run behind ``csv`` (runs
+    that recorded no ``default_launches`` predate that choice)."""
+    return _last_run(csv).get("default_launches", {}).get("1") == 0
 
 
 BASELINES = ("standard_helion", "fla_fused_recurrent")
@@ -244,7 +255,12 @@ def _headline_rows(df: pd.DataFrame, batch: int, num_v_heads: int) -> pd.DataFra
 
 
 def headline_markdown(
-    df: pd.DataFrame, batch: int = 256, num_v_heads: int = 32, rev: str = "unknown", split: int = SPLIT_FLUSH_FROM_L
+    df: pd.DataFrame,
+    batch: int = 256,
+    num_v_heads: int = 32,
+    rev: str = "unknown",
+    split: int = SPLIT_FLUSH_FROM_L,
+    standard_l1: bool = False,
 ) -> str:
     sel = _headline_rows(df, batch, num_v_heads)
     sp = speedups(sel)
@@ -253,7 +269,9 @@ def headline_markdown(
         f"B={batch}, H=HV={num_v_heads}, K=V=128, {sel.device.iloc[0]}, revision {rev}; copy ceiling "
         f"{sel.copy_gbps.iloc[0]:.0f} GB/s (1 GiB device copy, same run).",
         "",
-        f"ReplaySSM is the default design (`launches=None`: two launches below L={split}, three from L={split} on)"
+        "ReplaySSM is the default design (`launches=None`: "
+        + ("the standard kernel on the checkpoint at L=1, where every step flushes; " if standard_l1 else "")
+        + f"two launches below L={split}, three from L={split} on)"
         + (f"; {', '.join(OTHER_DESIGNS[i] for i in others)} timed in the same run." if others else "."),
         "",
         "| state / ring | L | ReplaySSM µs | "
@@ -406,7 +424,9 @@ def refresh(text: str | None, tag: str, bench_csv: Path, errors_csv: Path, launc
     if text is None:
         return None
     suffix = f"_{tag}" if tag else ""
-    headline = headline_markdown(df, rev=revision(bench_csv), split=split_from(bench_csv))
+    headline = headline_markdown(
+        df, rev=revision(bench_csv), split=split_from(bench_csv), standard_l1=standard_at_l1(bench_csv)
+    )
     text = replace_block(text, "HEADLINE" + suffix, headline)
     text = replace_block(text, "SUMMARY" + suffix, summary_markdown(df, err, err_rev=revision(errors_csv)))
     text = replace_block(text, "SHAPES" + suffix, shapes_markdown(df))

@@ -180,6 +180,24 @@ def test_headline_shows_other_designs_when_timed():
     assert abs(other_us - 2 * us) <= 0.15
 
 
+def test_headline_names_the_design_the_run_recorded(tmp_path):
+    """The headline's design sentence follows the env.json beside the CSV: a run that recorded the
+    standard kernel at L = 1 (``default_launches``) says so; older runs recorded none and do not."""
+    import json
+
+    from replayssm_kernels import plots
+
+    df = plots.load_bench(plots.BENCH_CSV)
+    csv = tmp_path / "decode_throughput.csv"
+    assert not plots.standard_at_l1(csv)  # no env.json
+    run = {"split_flush_from_l": 32, "default_launches": {"1": 0, "2": 2, "16": 2, "32": 3}}
+    (tmp_path / "env.json").write_text(json.dumps({"config": {"runs": [run]}}))
+    assert plots.standard_at_l1(csv) and plots.split_from(csv) == 32
+    text = plots.headline_markdown(df, split=32, standard_l1=True)
+    assert "`launches=None`: the standard kernel on the checkpoint at L=1" in text and "below L=32" in text
+    assert "standard kernel on the checkpoint" not in plots.headline_markdown(df)
+
+
 def test_readme_usage_example_runs():
     text = (ROOT / "README.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]

@@ -289,6 +289,29 @@ def test_standard_kernel_matches_reference(p):
     assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
 
 
+@pytest.mark.parametrize("launches", [None, 0], ids=["default", "standard"])
+def test_ring_of_one_runs_the_standard_kernel(launches):
+    """At L = 1 every step flushes from an empty ring, so ``launches=None`` (and ``0``) is one standard
+    launch on the checkpoint: it matches the float64 reference, stale (NaN) rings are never read and
+    nothing in them changes; ``0`` is refused for a longer ring, whose rows do not flush every step."""
+    from replayssm_kernels import bench
+    from replayssm_kernels import kda_decode as kd
+
+    p = Problem(4, 2, 4, 16, 32, 1)  # GQA, K != V
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches)
+    r = run_sequence(p, steps=4, replay_fn=fn, state_dtype=torch.float32, device=DEVICE, p_force=0.5, seed=7)
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok and r.natural_flushes > 0
+
+    for L, names in ((1, ["standard"]), (2, ["ring_weights", "state"])):
+        work = bench.Workload(bench.Case(4, 2, 2, 16, 16, L, "float32", "float32"), 1, DEVICE)
+        w, (mixed, a, b) = work.weights, work.tokens[0]
+        args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache)
+        rest = (work.out, work.indices[0], work.cursors[0], None, True)
+        assert [x.name for x in kd.replayssm_launches(*args, *rest, launches=launches if L == 1 else 2)] == names
+    with pytest.raises(ValueError, match=r"`launches=0` runs the standard decode kernel.*cache_length 2"):
+        kd.replayssm_launches(*args, *rest, launches=0)
+
+
 def test_kernel_rejects_what_it_does_not_support():
     p = Problem(2, 1, 1, 16, 16, 2)
     with pytest.raises(ValueError, match=r"`initial_state` must have dtype float32, bfloat16 or float16"):
