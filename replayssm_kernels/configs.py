@@ -97,6 +97,9 @@ KERNEL_OPTIONS = {
     # software pipelining: the next items' loads in flight while one is computed), 0 or 1 for none
     "flush_stages": 0,
     "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
+    # two-launch state kernel: pipeline depth of its flush's loop over FK steps of K (the next steps'
+    # checkpoint tile and ring weights in flight while one is rebuilt and stored), 0 or 1 for none
+    "flush_k_stages": 0,
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)
     "ring_prefetch": 0,

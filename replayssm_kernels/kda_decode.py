@@ -423,7 +423,11 @@ def _replayssm_state_body(
     b: torch.Tensor,  # [B, HV]
     A_log: torch.Tensor,  # [HV]
     dt2: torch.Tensor,  # [HV, K]
-    initial_state: torch.Tensor,  # [slots, HV, V, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K], read
+    # initial_state again, written by the flush: a second argument, so that Helion may pipeline the
+    # flush's loop over K steps (flush_k_stages; it keeps a loop that reads and writes one argument
+    # unpipelined, for triton#8259); a step writes only the tile it read
+    state_out: torch.Tensor,
     d_cache: torch.Tensor,  # [slots, HV, L, V]
     k_cache: torch.Tensor,  # [slots, H, L, K]
     g_cache: torch.Tensor,  # [slots, HV, L, K]
@@ -581,7 +585,7 @@ def _replayssm_state_body(
                                 S = S + d_f[:, :, None] * (w_alpha * kappa_f)[:, None, :]
                                 w_alpha = w_alpha * torch.exp(gamma_f)
                     S = S + u[None, :, None] * k_c[None, None, :]
-                    initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)
+                    state_out[slot, j, tile_v, tile_fk] = S.to(state_out.dtype)
 
         # 4. (two-launch step) Other rows append d = u at the cursor (launch 1 appended k and g).
         if STATE and FLUSH:
@@ -831,9 +835,9 @@ def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config 
 
 
 # Device loops of ``_replayssm_state_body`` in Helion's ``range_*`` config order: [grid, ring d tiles
-# (not with RING_ONCE), checkpoint K chunks, ...]: six with the flush branch in the same launch, four
-# without it, one fewer each with RING_ONCE (tests/test_kernels_cpu.py checks the K loop is the one
-# pipelined).
+# (not with RING_ONCE), checkpoint K chunks, ...]: six with the flush branch in the same launch (then
+# the flush's FK steps, its ring loop and the append), four without it, one fewer each with RING_ONCE
+# (tests/test_kernels_cpu.py checks the K loop and the FK loop are the ones pipelined).
 _STATE_LOOPS = {True: 6, False: 4}  # keyed by "flush in the same launch"
 
 
@@ -873,9 +877,11 @@ def _state_configs(
     if options["flush_warps"]:
         fields["num_warps"] = options["flush_warps"]
     state = dict(config)
-    if options["k_stages"] > 1:
-        stages = [0] * (_STATE_LOOPS[not split] - ring_once)
-        stages[2 - ring_once] = options["k_stages"]
+    stages = [0] * (_STATE_LOOPS[not split] - ring_once)
+    stages[2 - ring_once] = options["k_stages"]  # the K chunks (as 0 and 1, 1 and below mean none)
+    if not split:
+        stages[3 - ring_once] = options["flush_k_stages"]  # the flush's FK steps
+    if max(stages) > 1:
         state["range_num_stages"] = stages
     return helion.Config(**state), helion.Config(**fields)
 
@@ -1054,8 +1060,8 @@ def replayssm_launches(
     # out[:, 0]: a stand-in, never touched
     u_buf = torch.empty(B, HV, V, **f32) if split and not overlap else out[:, 0]
     args = (
-        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, coef, xs, qk, decay,
-        w_ring, u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags,
+        q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, initial_state, d_cache, k_cache, g_cache, coef,
+        xs, qk, decay, w_ring, u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags,
         min(ring_block(L), options["ring_tile"]), once, *flush_args, fw > 0, max(fw, DOT_MIN),
     )  # fmt: skip
     state_flags = (True, not split, bool(overlap), hand_w and not split)  # STATE, FLUSH, SKIP_FLUSH, HAND_W

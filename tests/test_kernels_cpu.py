@@ -130,20 +130,24 @@ def test_flush_launch_with_its_own_tile(flush, precision):
 
 @pytest.mark.parametrize("flush_tiles", [16, 32])
 @pytest.mark.parametrize(
-    "launches", [2, "weights", 3, "rows"], ids=["two_launch", "two_launch_handed_weights", "split", "split_flush_rows"]
+    "launches",
+    [2, "weights", "weights_pipelined", 3, "rows"],
+    ids=["two_launch", "two_launch_handed_weights", "two_launch_handed_weights_pipelined", "split", "split_flush_rows"],
 )
 @pytest.mark.parametrize("L", [4, 16, 40])
 def test_flush_by_ring_tiles(L, launches, flush_tiles):
     """The closed-form flush a [16-32, FK] ring tile at a time (reverse scan + dot): one tile past a
     short ring, one exact tile, and three tiles over a ring that does not fill the last. ``rows``: the
     flush launch over the flushing rows only, with fewer programs than work items. ``weights``: a
-    two-launch step whose state launch flushes with launch 1's ring weights (``flush_weights``)."""
+    two-launch step whose state launch flushes with launch 1's ring weights (``flush_weights``);
+    ``pipelined``: its loop over FK steps pipelined (``flush_k_stages``, written through ``state_out``)."""
     from replayssm_kernels.kda_decode import KERNEL_OPTIONS, flush_ring_tile
 
     config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": flush_tiles}
     if launches == "rows":
         launches, config["flush_programs"] = 3, 5
-    if launches == "weights":
+    if launches in ("weights", "weights_pipelined"):
+        config["flush_k_stages"] = 3 if launches == "weights_pipelined" else 0
         launches, config["flush_weights"] = 2, 1
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 16, 16) == max(16, min(flush_tiles, 1 << (L - 1).bit_length()))
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 8, 16) == 0  # narrower than a dot: the walk
@@ -212,6 +216,10 @@ for fk in (128, 64):  # all of K: an item is straight-line code (ONE); half: two
     extra = rows | {"flush_block_k": fk, "flush_block_v": 32}
     source, *_ = generated_source("flush", 16, 32, 8, torch.float32, "fast", extra=extra, block_k=32)
     found[f"rows/{fk}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
+for kind in ("state", "state_split"):  # flush_k_stages: the two-launch state launch's flush loop over FK steps
+    extra = {"k_stages": 3, "ring_prefetch": 1, "flush_tiles": 16, "flush_weights": 1, "flush_k_stages": 2}
+    source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra | {"flush_block_k": 16})
+    found[f"fk/{kind}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
 for kind in ("ring_weights", "ring_weights_split"):  # prep_stages: launch 1's loop over ring chunks
     extra = {"prep_stages": 3, "ring_chunk": 4, "flush_tiles": 16, "flush_programs": 8, "flush_weights": 1}
     source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra)
@@ -230,7 +238,8 @@ print(json.dumps(found))
 def test_k_stages_pipelines_the_checkpoint_K_loop():
     """``k_stages`` lands on the loop over checkpoint K chunks (Helion's range_* lists are positional,
     and the ring's loop is there only without ring_prefetch), and the flush launch of a split step
-    gets no pipelining meant for another loop; ``flush_stages`` lands on the flush-rows launch's item
+    gets no pipelining meant for another loop; ``flush_k_stages`` on a two-launch state launch's flush
+    loop over FK steps; ``flush_stages`` lands on the flush-rows launch's item
     loop, only where an item has no inner loop; ``prep_stages`` on launch 1's loop over ring chunks,
     whose loads then no longer wait behind stores (SASS order). Generated code, so outside Helion's
     interpreter."""
@@ -246,6 +255,10 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     loop = ["0, 128, _BLOCK_SIZE_1, num_stages=3"]
     assert found["state/0"] == found["state_split/0"] == found["state/1"] == found["state_split/1"] == loop
     assert found["flush/0"] == found["flush/1"] == []
+    # flush_k_stages: the two-launch state launch's flush loop over FK steps (8 of them), after the K loop;
+    # a split state launch has no flush
+    assert found["fk/state"] == [*loop, "0, 128, _BLOCK_SIZE_5, num_stages=2"], found["fk/state"]
+    assert found["fk/state_split"] == loop
     # flush_stages: the flush-rows launch's loop over its items (bounded by the flushing rows' count), and
     # only where it is the innermost loop
     assert len(found["rows/128"]) == 1 and re.fullmatch(

@@ -57,12 +57,12 @@ def test_generated_ring_walk_in_chunks(launches, prep_stages):
 @pytest.mark.parametrize(
     ("launches", "programs", "overlap", "weights", "key_dim"),
     [
-        (2, 0, 0, 0, 16), (2, 0, 0, 1, 16), (3, 0, 0, 0, 16), (3, 3, 0, 0, 16), (3, 3, 1, 0, 16), (3, 3, 1, 1, 16),
-        (3, 3, 1, 1, 32),
+        (2, 0, 0, 0, 16), (2, 0, 0, 1, 16), (2, 0, 0, 1, 32), (3, 0, 0, 0, 16), (3, 3, 0, 0, 16), (3, 3, 1, 0, 16),
+        (3, 3, 1, 1, 16), (3, 3, 1, 1, 32),
     ],
     ids=[
-        "two_launch", "two_launch_handed_weights", "split", "flush_rows", "flush_rows_beside",
-        "flush_rows_beside_handed_weights", "flush_rows_beside_two_k_steps",
+        "two_launch", "two_launch_handed_weights", "two_launch_two_k_steps_pipelined", "split", "flush_rows",
+        "flush_rows_beside", "flush_rows_beside_handed_weights", "flush_rows_beside_two_k_steps",
     ],
 )  # fmt: skip
 def test_generated_flush_by_ring_tiles(launches, programs, overlap, weights, key_dim):
@@ -72,9 +72,11 @@ def test_generated_flush_by_ring_tiles(launches, programs, overlap, weights, key
     state launch), generated code. With ``ring_prefetch`` the
     state launch also holds a 4-position ring tile beside the flush's 16-position ones (Helion must
     compile both). With K = 16 = ``flush_block_k`` and handed weights a flush-rows item loads its
-    checkpoint tile once for both passes (``ONE``); K = 32 takes two K steps per pass."""
+    checkpoint tile once for both passes (``ONE``); K = 32 takes two K steps per pass (in a two-launch
+    step, through the loop ``flush_k_stages`` pipelines)."""
     p = Problem(3, 1, 2, key_dim, 16, 4)
     config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
+    config["flush_k_stages"] = 2 if launches == 2 and key_dim > 16 else 0
     config["ring_prefetch"] = 1
     config["flush_programs"] = programs
     config["flush_overlap"] = overlap

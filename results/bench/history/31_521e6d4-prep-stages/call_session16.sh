@@ -97,8 +97,10 @@ e, h = json.load(open('$T'))['configs'][key], json.load(open('replayssm_kernels/
 print(json.dumps([e, e | ps, h | ps]))")
     tune16 replayssm_split "$sd/bfloat16" "$split" "split_L16_$sd"
   done
-  two=$(python -c "import json; t = json.load(open('$T'))['configs']
+  # (TWO_VARIANTS, added in session 17: a JSON list of options each merged into those entries too)
+  two=$(python -c "import json, os; t = json.load(open('$T'))['configs']
 points = [t[f'replayssm/{sd}/K128-V128-LB16'] for sd in ('float32', 'bfloat16')]
+points += [p | v for p in points for v in json.loads(os.environ.get('TWO_VARIANTS', '[]'))]
 print(json.dumps([p for i, p in enumerate(points) if p not in points[:i]]))")
   tune16 replayssm "float32/bfloat16 bfloat16/bfloat16" "$two" two_L16
   python "$HERE/../30_9be47ba-two-launch-weights/apply_run30.py" "$T" "$O/trials.csv"
