@@ -257,12 +257,17 @@ def test_codegen_fingerprint_of_a_table():
     assert len(pairs) == len({s for s, _ in pairs}) == len({t for _, t in pairs}) == len(rows) - 1
 
 
+# the Helion config fields the tables and run plans use (the cache hints: run 32's isolated-profile plan)
+HELION_FIELDS = {
+    "block_sizes", "num_warps", "num_stages", "range_num_stages", "load_eviction_policies", "store_cache_modifiers"
+}  # fmt: skip
+
+
 def _assert_known_fields(entry: dict, where) -> None:
     """Only Helion config fields the kernels set and the options of ``configs.KERNEL_OPTIONS``."""
     from replayssm_kernels.configs import KERNEL_OPTIONS
 
-    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
-    assert set(entry) <= known, (where, set(entry) - known)
+    assert set(entry) <= HELION_FIELDS | set(KERNEL_OPTIONS), (where, set(entry) - HELION_FIELDS - set(KERNEL_OPTIONS))
     assert {"block_sizes", "num_warps"} <= set(entry), where
 
 
@@ -301,6 +306,6 @@ def test_tune_variants_hold_only_known_fields(variants):
     """The same for the variants a run plan merges into table entries (partial entries)."""
     from replayssm_kernels.configs import KERNEL_OPTIONS
 
-    known = {"block_sizes", "num_warps", "num_stages", "range_num_stages"} | set(KERNEL_OPTIONS)
+    known = HELION_FIELDS | set(KERNEL_OPTIONS)
     for i, variant in enumerate(json.loads(variants.read_text())):
         assert variant and set(variant) <= known, (i, set(variant) - known)

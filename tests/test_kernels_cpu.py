@@ -279,6 +279,53 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
         assert "A" in found["order/4"] and "L" not in found["order/4"][first_store:], found["order/4"]
 
 
+_CACHE_HINTS = """
+import glob, json, re, sys, torch
+from replayssm_kernels.configs import lookup
+from replayssm_kernels.inspect_codegen import generated_source
+plan = sorted(glob.glob("results/bench/history/*/variants_cache_hints.json"))[-1]
+found = []
+for sd in ("float32", "bfloat16"):
+    entry, _ = lookup("replayssm", "nvidia_h100_80gb_hbm3", sd, "K128-V128-LB16")
+    block_v, block_k = entry["block_sizes"]
+    extra = {k: v for k, v in entry.items() if k not in ("block_sizes", "num_warps")}
+    for variant in json.load(open(plan)):
+        src, *_ = generated_source(
+            "state", 16, block_v, entry["num_warps"], getattr(torch, sd), "fast", extra=extra | variant, block_k=block_k
+        )
+        loads = re.findall(r"= tl\\.load\\((\\w+)([^\\n]*)", src)  # (tensor, rest of the line), in order
+        marked = [i for i, (_, rest) in enumerate(loads) if "eviction_policy=" in rest]
+        stores = [m.group(1) for m in re.finditer(r"tl\\.store\\((\\w+)[^\\n]*cache_modifier='\\.cs'", src)]
+        found.append([sd, json.dumps(variant), [t for t, _ in loads], marked, stores])
+print(json.dumps(found))
+"""
+
+
+def test_cache_hint_plan_marks_the_loads_it_names():
+    """Run 32's isolated-profile plan (``variants_cache_hints.json``) names Helion's loads and stores by
+    position: in the H100 table's L=16 entries (both state dtypes) the eviction policy must land on the
+    checkpoint's load in the state launch's K loop (the first of two) and the streaming store on the flush's
+    checkpoint store, and nowhere else. Generated code, so outside Helion's interpreter."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HELION_INTERPRET", "TRITON_INTERPRET")}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run(
+        [sys.executable, "-c", _CACHE_HINTS], capture_output=True, text=True, env=env, timeout=300, cwd=root
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout.splitlines()[-1])
+    assert len(found) == 6
+    for sd, variant, loads, marked, stores in found:
+        assert loads.count("initial_state") == 2, loads  # the K loop's read, then the flush's re-read
+        if "load_eviction_policies" in variant:
+            assert marked == [loads.index("initial_state")] and stores == [], (sd, variant, loads, marked, stores)
+        else:
+            assert marked == [] and stores == ["initial_state"], (sd, variant, loads, marked, stores)
+
+
 @pytest.mark.parametrize(
     "variant",
     [dict(lower_bound=-5.0), dict(lower_bound=0.0), dict(use_qk_l2norm=False), dict(cache_dtype=torch.bfloat16)],
