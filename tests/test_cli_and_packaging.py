@@ -263,11 +263,17 @@ HELION_FIELDS = {
 }  # fmt: skip
 
 
-def _assert_known_fields(entry: dict, where) -> None:
-    """Only Helion config fields the kernels set and the options of ``configs.KERNEL_OPTIONS``."""
+def _known_fields() -> set[str]:
+    """Helion config fields the kernels set and the options of ``configs.KERNEL_OPTIONS``."""
     from replayssm_kernels.configs import KERNEL_OPTIONS
 
-    assert set(entry) <= HELION_FIELDS | set(KERNEL_OPTIONS), (where, set(entry) - HELION_FIELDS - set(KERNEL_OPTIONS))
+    return HELION_FIELDS | set(KERNEL_OPTIONS)
+
+
+def _assert_known_fields(entry: dict, where) -> None:
+    """A whole entry: only known fields, and at least its tile and warps."""
+    known = _known_fields()
+    assert set(entry) <= known, (where, set(entry) - known)
     assert {"block_sizes", "num_warps"} <= set(entry), where
 
 
@@ -304,8 +310,6 @@ def test_tune_points_hold_only_known_fields(points):
 @pytest.mark.parametrize("variants", _VARIANTS, ids=lambda p: p.name)
 def test_tune_variants_hold_only_known_fields(variants):
     """The same for the variants a run plan merges into table entries (partial entries)."""
-    from replayssm_kernels.configs import KERNEL_OPTIONS
-
-    known = HELION_FIELDS | set(KERNEL_OPTIONS)
+    known = _known_fields()
     for i, variant in enumerate(json.loads(variants.read_text())):
         assert variant and set(variant) <= known, (i, set(variant) - known)
