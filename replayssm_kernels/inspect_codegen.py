@@ -282,13 +282,19 @@ def _append_row(args, report: dict, argv) -> None:
     from .envinfo import write_env_json
 
     command = "python -m replayssm_kernels.inspect_codegen " + " ".join(argv if argv is not None else sys.argv[1:])
-    row = {k: v for k, v in vars(args).items() if k not in ("dump", "csv", "fingerprint")}
+    shown_only = ("dump", "csv", "fingerprint", "memory_order")  # output options, not what was compiled
+    row = {k: v for k, v in vars(args).items() if k not in shown_only}
     row = {**row, "config": json.dumps(args.config), **report, "command": command}
-    new_file = not args.csv.exists()
     args.csv.parent.mkdir(parents=True, exist_ok=True)
+    header = next(csv.reader(args.csv.open()), None) if args.csv.exists() else None
+    if header is not None and set(header) != set(row):
+        raise ValueError(
+            f"{args.csv}: its columns {header} are not this report's {list(row)}; "
+            "the report changed since the file was started: write to a new file"
+        )
     with args.csv.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
-        if new_file:
+        writer = csv.DictWriter(f, fieldnames=header or list(row))
+        if header is None:
             writer.writeheader()
         writer.writerow(row)
     note = "offline sm_90 compile (no GPU); each row has its command"

@@ -226,6 +226,40 @@ def test_inspect_codegen_reports_registers_offline(tmp_path):
     assert (tmp_path / "env.json").exists()
 
 
+def test_codegen_rows_keep_the_columns_of_their_file(tmp_path):
+    """A row appended to an existing codegen CSV lands under that file's header, display options
+    (``--memory-order``) are not columns, and a report whose columns differ is refused rather than
+    written out of line (six rows of ``state_kernels.csv`` once carried a stray ``False``)."""
+    import argparse
+
+    from replayssm_kernels.inspect_codegen import _append_row
+
+    csv = tmp_path / "codegen.csv"
+    args = argparse.Namespace(kernel="state", block_v=64, config={"k_stages": 3}, csv=csv, dump=None)
+    args.fingerprint, args.memory_order = None, True
+    _append_row(args, {"registers": 96}, ["--kernel", "state"])
+    args.memory_order, args.block_v = False, 32
+    _append_row(args, {"registers": 80}, ["--kernel", "state", "--memory-order"])
+    lines = csv.read_text().splitlines()
+    assert lines[0] == "kernel,block_v,config,registers,command" and len(lines) == 3
+    with pytest.raises(ValueError, match="columns"):
+        _append_row(args, {"registers": 80, "spill_bytes": 0}, [])
+    assert len(csv.read_text().splitlines()) == 3
+
+
+def test_committed_csvs_are_rectangular():
+    """Every CSV under results/ has as many fields in each row as in its header."""
+    import csv
+
+    paths = sorted((ROOT / "results").rglob("*.csv"))
+    assert paths
+    for path in paths:
+        with path.open(newline="") as f:
+            header, *rows = list(csv.reader(f))
+        ragged = [i + 2 for i, row in enumerate(rows) if len(row) != len(header)]
+        assert not ragged, f"{path.relative_to(ROOT)}: lines {ragged[:5]} do not have the header's {len(header)} fields"
+
+
 def test_codegen_fingerprint_ignores_names_and_line_info():
     """``inspect_codegen --fingerprint`` hashes IR with its values renumbered and line info dropped, so a
     refactor that only renames or moves source lines keeps the hash, and a changed op does not."""
