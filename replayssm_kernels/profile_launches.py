@@ -80,7 +80,8 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
         The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
         and every launch runs once in order first, so each one's inputs (launch 1's scratch buffers) are
         real; then each launch kind is captured alone, all its copies in one graph. ``extra`` overrides
-    fields and kernel options of the table's entry for the default design."""
+    fields and kernel options of the table's entry for the default design; its key ``launches`` (not a
+    config field) times another design instead, with that design's entry and the rest of ``extra``."""
     from types import SimpleNamespace
 
     from .bench import DTYPES, time_graph
@@ -89,9 +90,11 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
 
     case, w = work.case, work.weights
     L = case.cache_length
+    extra = dict(extra or {})
+    launches = extra.pop("launches", None)  # a design other than the default's, with its own table entry
     config = None
     if extra:
-        kind = LAUNCH_KINDS[default_launches(L, work.device)]
+        kind = LAUNCH_KINDS[default_launches(L, work.device) if launches is None else launches]
         shapes = SimpleNamespace(key_dim=case.key_dim, value_dim=case.value_dim, cache_length=L)
         config = load_config(kind, work.device, DTYPES[case.state_dtype], shapes) | extra
     fixed = {"none": 0, "all": L - 1}
@@ -102,7 +105,8 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
         plans.append(
             replayssm_launches(
                 mixed, a, b, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache,
-                work.out, idx, wp, None, True, None, precision=precision, check_values=False, config=config,
+                work.out, idx, wp, None, True, None, precision=precision, launches=launches, check_values=False,
+                config=config,
             )
         )  # fmt: skip
     for plan in plans:
@@ -155,7 +159,9 @@ def main(argv=None) -> int:
     ap.add_argument("--isolated", action="store_true", help="time each launch alone under a CUDA graph")
     ap.add_argument("--cursors", nargs="+", choices=CURSOR_MODES, default=["steady"], help="with --isolated")
     ap.add_argument(
-        "--extra", help="with --isolated: a JSON list of overrides of the table's entry, each timed as a variant"
+        "--extra",
+        help="with --isolated: a JSON list of overrides of the table's entry, each timed as a variant "
+        '(a key "launches" picks another design: 2 or 3)',
     )
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():

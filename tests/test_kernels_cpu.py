@@ -475,7 +475,7 @@ def test_strided_views_match_the_reference():
 def test_isolated_profile_cursor_modes(monkeypatch):
     """``profile_launches --isolated``: the cursor modes do what they say (no row flushes: no checkpoint
     changes; every row flushes: every checkpoint of the timed slots is rewritten), each launch of the
-    step is timed on its own, and ``extra`` reaches the plan (a flush-rows launch)."""
+    step is timed on its own, and ``extra`` reaches the plan (a flush-rows launch, or another design)."""
     from replayssm_kernels import bench
     from replayssm_kernels.profile_launches import isolated_times
 
@@ -498,6 +498,11 @@ def test_isolated_profile_cursor_modes(monkeypatch):
     assert (work.state[slots] != before).flatten(1).all(1).all()  # every slot's checkpoint rewritten
     extra = {"block_sizes": [16, 16], "flush_block_k": 16, "flush_tiles": 16, "flush_programs": 3}
     assert "flush_rows" in isolated_times(work, "steady", extra=extra)
+    # "launches" picks another design (its own table entry); the caller's dict is left as it was
+    other = {"launches": 2}
+    assert set(isolated_times(work, "none", extra=other)) == {"ring_weights", "state", "step"}
+    assert other == {"launches": 2}
+    assert set(isolated_times(work, "none", extra=other | {"num_warps": 1})) == {"ring_weights", "state", "step"}
 
 
 def test_flush_rows_launch_only_up_to_its_batch_limit(monkeypatch):
