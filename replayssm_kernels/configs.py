@@ -96,6 +96,11 @@ KERNEL_OPTIONS = {
     # with flush_programs: pipeline depth of the flush launch's loop over its work items (Triton
     # software pipelining: the next items' loads in flight while one is computed), 0 or 1 for none
     "flush_stages": 0,
+    # fast precision: the input precision of a flush's dots by ring tiles (Helion's dot_precision):
+    # "ieee" (fp32 FMAs), "tf32x3" (three TF32 tensor-core passes, about fp32's accuracy) or "tf32" (one
+    # pass where the ring's d is exact in TF32, a bf16 or fp16 ring: only launch 1's fp32 ring weights
+    # are rounded, to 10 mantissa bits, finer than a bf16 d's 7; "tf32x3" over an fp32 ring)
+    "flush_dot": "ieee",
     "k_stages": 1,  # two- and three-launch state kernel: pipeline depth of the loop over checkpoint K chunks
     # two-launch state kernel: pipeline depth of its flush's loop over FK steps of K (the next steps'
     # checkpoint tile and ring weights in flight while one is rebuilt and stored), 0 or 1 for none

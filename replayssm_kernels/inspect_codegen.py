@@ -89,7 +89,8 @@ def launch_source(launch) -> tuple[str, dict]:
 
     names = list(inspect.signature(launch.body).parameters)
     tensors = {n: t for n, t in zip(names, launch.args, strict=False) if isinstance(t, torch.Tensor)}
-    return kd._kernel(launch.body, launch.config).bind(launch.args).to_triton_code(launch.config), tensors
+    kernel = kd._kernel(launch.body, launch.config, launch.dot_precision)
+    return kernel.bind(launch.args).to_triton_code(launch.config), tensors
 
 
 def generated_source(

@@ -796,12 +796,17 @@ def _standard_body(
 _KERNELS: dict[tuple, object] = {}
 
 
-def _kernel(body, config: helion.Config | None):
-    """The Helion kernel for ``body`` with a fixed config; ``None`` (tuning only) lets Helion autotune."""
-    key = (body.__name__, None if config is None else repr(config))
+FLUSH_DOTS = ("ieee", "tf32x3", "tf32")
+
+
+def _kernel(body, config: helion.Config | None, dot_precision: str = "ieee"):
+    """The Helion kernel for ``body`` with a fixed config; ``None`` (tuning only) lets Helion autotune.
+
+    ``dot_precision`` is the input precision of its dots (a flush by ring tiles): "ieee" unless the
+    config's ``flush_dot`` asks for TF32 tensor cores, since the dot builds the checkpoint."""
+    key = (body.__name__, None if config is None else repr(config), dot_precision)
     if key not in _KERNELS:
-        # ieee: the one dot (a flush by ring tiles) builds the checkpoint, so no TF32 rounding in it
-        kwargs = {"static_shapes": False, "dot_precision": "ieee"}
+        kwargs = {"static_shapes": False, "dot_precision": dot_precision}
         if config is not None:
             kwargs["config"] = config
         _KERNELS[key] = helion.kernel(**kwargs)(body)
@@ -912,9 +917,10 @@ class Launch(NamedTuple):
     # 0: after the launch before it. 1 or 2: at the same time as it, on a second stream (2: of high
     # priority), started first; the step ends when both are done (run_launches; in order off CUDA)
     beside: int = 0
+    dot_precision: str = "ieee"  # of its dots (FLUSH_DOTS; the kernel option flush_dot)
 
     def __call__(self):
-        return _kernel(self.body, self.config)(*self.args)
+        return _kernel(self.body, self.config, self.dot_precision)(*self.args)
 
 
 @functools.cache
@@ -1012,6 +1018,11 @@ def replayssm_launches(
         )  # fmt: skip
     kind = LAUNCH_KINDS[launches]
     config, options = _resolve_config(config, kind, mixed_qkv.device, initial_state.dtype, shapes)
+    if options["flush_dot"] not in FLUSH_DOTS:
+        raise ValueError(f"kernel option `flush_dot` must be one of {FLUSH_DOTS}; got {options['flush_dot']!r}")
+    dot = options["flush_dot"] if precision == "fast" else "ieee"  # the precise flush has no dot
+    if dot == "tf32" and d_cache.dtype == torch.float32:  # one pass rounds an fp32 ring's d: three do not
+        dot = "tf32x3"
     B, HV, K, V, L = shapes.batch, shapes.num_v_heads, shapes.key_dim, shapes.value_dim, shapes.cache_length
     options["flush_block_v"] = min(options["flush_block_v"], V)
     q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
@@ -1024,7 +1035,7 @@ def replayssm_launches(
             q_view, k_view, v_view, a3, b, A_log, dt2, initial_state, d_cache, k_cache, g_cache, out,
             ssm_state_indices, write_pos, force, *scalars, *flags, ring_block(L), *flush_args,
         )  # fmt: skip
-        return [Launch("fused", _replayssm_fused_body, config, args)]
+        return [Launch("fused", _replayssm_fused_body, config, args, dot_precision=dot)]
     # Launch 1 (K side): the ring scalars, e^Gamma alpha (also times q and k) and q . k per (row, head);
     # appends k and g.
     f32 = {"device": mixed_qkv.device, "dtype": torch.float32}
@@ -1065,7 +1076,7 @@ def replayssm_launches(
         min(ring_block(L), options["ring_tile"]), once, *flush_args, fw > 0, max(fw, DOT_MIN),
     )  # fmt: skip
     state_flags = (True, not split, bool(overlap), hand_w and not split)  # STATE, FLUSH, SKIP_FLUSH, HAND_W
-    plan.append(Launch("state", _replayssm_state_body, state_config, (*args, *state_flags)))
+    plan.append(Launch("state", _replayssm_state_body, state_config, (*args, *state_flags), dot_precision=dot))
     if rows:
         # ONE: an item loads its checkpoint tile once and is straight-line code (one ring tile)
         one = bool(overlap) and hand_w and flush_args[2] == K and ring_block(L) == fw
@@ -1079,9 +1090,10 @@ def replayssm_launches(
             v_view, b, coef, xs, qk, out, programs, ssm_state_indices, write_pos, force, scalars[1], *flags,
             flush_args[2], fw, flush_config.block_sizes[0], ring_block(B), ring_block(L), bool(overlap), hand_w, one,
         )  # fmt: skip
-        plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap))
+        plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap, dot))
     elif split:
-        plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, False, True, False, False)))
+        flush_flags = (False, True, False, False)
+        plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, *flush_flags), dot_precision=dot))
     return plan
 
 

@@ -162,6 +162,38 @@ def test_flush_by_ring_tiles(L, launches, flush_tiles):
     assert r.natural_flushes > 0 and r.forced_flushes > 0
 
 
+@pytest.mark.parametrize("flush_dot", ["ieee", "tf32", "tf32x3"])
+def test_flush_dot_reaches_the_launches_that_flush(flush_dot):
+    """``flush_dot`` sets the dot precision of the launches that flush by ring tiles (the state launch
+    of a two-launch step, the flush or flush-rows launch of a split one), never launch 1's; a one-pass
+    TF32 dot is kept to rings whose ``d`` it holds exactly (bf16), three passes over an fp32 ring; the
+    precise flush has no dot; an unknown value is refused before anything runs."""
+    from replayssm_kernels.inspect_codegen import _problem_inputs
+    from replayssm_kernels.kda_decode import replayssm_launches
+
+    common, caches, out, idx, write_pos = _problem_inputs(2, 16, 16, 16, torch.float32)
+    base = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
+    rows = {"flush_programs": 3, "flush_weights": 1}
+    fp32_rings = tuple(c.float() for c in caches)
+    for launches, extra, rings, precision, want in [
+        (2, {"flush_weights": 1}, caches, "fast", flush_dot),
+        (3, {}, caches, "fast", flush_dot),
+        (3, rows, caches, "fast", flush_dot),
+        (2, {"flush_weights": 1}, fp32_rings, "fast", "tf32x3" if flush_dot == "tf32" else flush_dot),
+        (2, {}, caches, "precise", "ieee"),
+    ]:
+        config = base | extra | {"flush_dot": flush_dot}
+        plan = replayssm_launches(
+            *common, *rings, out, idx, write_pos, None, True, precision=precision, launches=launches, config=config
+        )
+        dots = {launch.name: launch.dot_precision for launch in plan}
+        assert dots.pop("ring_weights") == "ieee" and set(dots.values()) == {want}, (launches, extra, dots)
+    with pytest.raises(ValueError, match="flush_dot"):
+        replayssm_launches(
+            *common, *caches, out, idx, write_pos, None, True, launches=2, config=base | {"flush_dot": "fp16"}
+        )
+
+
 def _flush_first(*args, **kwargs):
     """A decode step with the launches in the order ring weights, flush rows, state: the opposite of
     ``run_launches`` off CUDA, for a launch that is meant to run beside the state launch."""
@@ -220,6 +252,10 @@ for kind in ("state", "state_split"):  # flush_k_stages: the two-launch state la
     extra = {"k_stages": 3, "ring_prefetch": 1, "flush_tiles": 16, "flush_weights": 1, "flush_k_stages": 2}
     source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra | {"flush_block_k": 16})
     found[f"fk/{kind}"] = re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source)
+for dot in ("ieee", "tf32"):  # flush_dot: the precision of the state launch's flush dot (a bf16 ring)
+    extra = {"flush_tiles": 16, "flush_weights": 1, "flush_block_k": 16, "flush_dot": dot}
+    source, *_ = generated_source("state", 16, 32, 1, torch.float32, "fast", extra=extra)
+    found[f"dot/{dot}"] = re.findall(r"input_precision='(\\w+)'", source)
 for kind in ("ring_weights", "ring_weights_split"):  # prep_stages: launch 1's loop over ring chunks
     extra = {"prep_stages": 3, "ring_chunk": 4, "flush_tiles": 16, "flush_programs": 8, "flush_weights": 1}
     source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra)
@@ -241,6 +277,7 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     gets no pipelining meant for another loop; ``flush_k_stages`` on a two-launch state launch's flush
     loop over FK steps; ``flush_stages`` lands on the flush-rows launch's item
     loop, only where an item has no inner loop; ``prep_stages`` on launch 1's loop over ring chunks,
+    (and ``flush_dot`` on the state launch's flush dot),
     whose loads then no longer wait behind stores (SASS order). Generated code, so outside Helion's
     interpreter."""
     import json
@@ -259,6 +296,8 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     # a split state launch has no flush
     assert found["fk/state"] == [*loop, "0, 128, _BLOCK_SIZE_5, num_stages=2"], found["fk/state"]
     assert found["fk/state_split"] == loop
+    # flush_dot: the state launch's one flush dot gets the precision the config names
+    assert found["dot/ieee"] == ["ieee"] and found["dot/tf32"] == ["tf32"], (found["dot/ieee"], found["dot/tf32"])
     # flush_stages: the flush-rows launch's loop over its items (bounded by the flushing rows' count), and
     # only where it is the innermost loop
     assert len(found["rows/128"]) == 1 and re.fullmatch(

@@ -119,6 +119,10 @@ TWO_LAUNCH_FLUSHES = {
     # K channels per step
     "handed_weights": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1},
     "handed_weights_fk32": {"flush_tiles": 16, "flush_block_k": 32, "flush_weights": 1},
+    # the flush's dot on TF32 tensor cores (flush_dot): one pass (d of these bf16 rings is exact in
+    # TF32, the fp32 ring weights are rounded) and three
+    "handed_weights_tf32": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, "flush_dot": "tf32"},
+    "handed_weights_tf32x3": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, "flush_dot": "tf32x3"},
 }
 
 

@@ -112,3 +112,20 @@ def test_generated_code_with_strided_views():
     from test_kernels_cpu import test_strided_views_match_the_reference as check  # same check, generated code
 
     check()
+
+
+@pytest.mark.parametrize("flush_dot", ["tf32", "tf32x3"])
+def test_generated_flush_dot_on_tf32(flush_dot):
+    """A two-launch step whose state launch flushes with launch 1's ring weights through a TF32 dot
+    (``flush_dot``; one pass over these bf16 rings, three), generated code, against the float64
+    recurrence at the bf16-ring tolerance of the GPU tests."""
+    p = Problem(3, 1, 2, 16, 16, 4)
+    config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
+    config |= {"flush_weights": 1, "ring_prefetch": 1, "flush_dot": flush_dot}
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=2, config=config)
+    r = run_sequence(
+        p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, cache_dtype=torch.bfloat16,
+        p_force=0.3, seed=8,
+    )  # fmt: skip
+    assert r.max_rel <= 5e-3 and not r.nonfinite and r.untouched_ok
+    assert r.natural_flushes > 0
