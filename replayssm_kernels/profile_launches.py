@@ -72,21 +72,16 @@ def kernel_times(launches, cycles: int) -> dict[str, tuple[float, float]]:
 CURSOR_MODES = ("steady", "none", "all")
 
 
-def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None = None) -> dict[str, float]:
-    """{launch name: graph-timed microseconds per launch} for each launch of a ReplaySSM step run alone,
-    and ``"step"``: the whole step as the decode runs it (``run_launches``: a launch marked ``beside``
-    on a second stream), graph-timed the same way.
-
-        The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
-        and every launch runs once in order first, so each one's inputs (launch 1's scratch buffers) are
-        real; then each launch kind is captured alone, all its copies in one graph. ``extra`` overrides
-    fields and kernel options of the table's entry for the default design; its key ``launches`` (not a
-    config field) times another design instead, with that design's entry and the rest of ``extra``."""
+def isolated_plans(work, mode: str, precision: str = "fast", extra: dict | None = None) -> list[list]:
+    """The launches of every (slot set, step of the cycle) of ``work`` with the cursors of ``mode``,
+    built but not run (``isolated_times``). ``extra`` overrides fields and kernel options of the table's
+    entry for the default design; its key ``launches`` (not a config field) picks another design
+    instead, with that design's entry and the rest of ``extra``."""
     from types import SimpleNamespace
 
-    from .bench import DTYPES, time_graph
+    from .bench import DTYPES
     from .configs import load_config
-    from .kda_decode import LAUNCH_KINDS, default_launches, replayssm_launches, run_launches
+    from .kda_decode import LAUNCH_KINDS, default_launches, replayssm_launches
 
     case, w = work.case, work.weights
     L = case.cache_length
@@ -109,6 +104,22 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
                 config=config,
             )
         )  # fmt: skip
+    return plans
+
+
+def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None = None) -> dict[str, float]:
+    """{launch name: graph-timed microseconds per launch} for each launch of a ReplaySSM step run alone,
+    and ``"step"``: the whole step as the decode runs it (``run_launches``: a launch marked ``beside``
+    on a second stream), graph-timed the same way.
+
+    The step's launches are built once per (slot set, step of the cycle) with the cursors of ``mode``
+    (``isolated_plans``, which ``extra`` goes to) and every launch runs once in order first, so each
+    one's inputs (launch 1's scratch buffers) are real; then each launch kind is captured alone, all
+    its copies in one graph."""
+    from .bench import time_graph
+    from .kda_decode import run_launches
+
+    plans = isolated_plans(work, mode, precision, extra)
     for plan in plans:
         for launch in plan:
             launch()
