@@ -15,10 +15,11 @@ if [ -n "$NCU" ]; then
     for mode in none steady all; do
       timeout 150 "$NCU" --nvtx --nvtx-include prof/ --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum \
         --csv --page details python "$HERE/ncu_state.py" --mode "$mode" --dtype "$sd" \
         >"$O/ncu_${sd}_$mode.csv" 2>"$O/ncu_err.txt"
       echo "$sd $mode rc=$? $(wc -l <"$O/ncu_${sd}_$mode.csv") lines"
-      grep -E '"(Duration|DRAM Throughput|L2 Hit Rate|Achieved Occupancy|Registers Per Thread|Memory Throughput)"' \
+      grep -E '"(Duration|DRAM Throughput|L2 Hit Rate|Achieved Occupancy|Registers Per Thread|Memory Throughput|dram__bytes_read.sum|dram__bytes_write.sum)"' \
         "$O/ncu_${sd}_$mode.csv" | cut -d, -f12-16 | head -8
     done
   done
