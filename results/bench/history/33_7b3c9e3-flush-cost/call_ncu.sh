@@ -2,7 +2,8 @@
 # Run 33, call 3 (any GPU): Nsight Compute on the two-launch state launch at L=16 with no, steady and
 # all rows flushing (ncu_state.py), both state dtypes: DRAM bytes and throughput, L2 hit rate,
 # occupancy and warp stall reasons, to find where the flush's time goes. Without ncu on the machine:
-# the isolated profile (none, all) of fp32 flush shapes instead.
+# the isolated profile (none, all) of fp32 flush shapes instead. DTYPES and MODES (in the environment)
+# narrow the ncu runs.
 set -uo pipefail
 HERE=$(dirname "$0")
 O=${OUT:-/tmp/out}
@@ -11,8 +12,8 @@ NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*
 echo "ncu: ${NCU:-none}"
 if [ -n "$NCU" ]; then
   "$NCU" --version | tail -1
-  for sd in float32 bfloat16; do
-    for mode in none steady all; do
+  for sd in ${DTYPES:-float32 bfloat16}; do
+    for mode in ${MODES:-none steady all}; do
       timeout 150 "$NCU" --nvtx --nvtx-include prof/ --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum \
