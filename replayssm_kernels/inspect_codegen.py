@@ -287,7 +287,10 @@ def _append_row(args, report: dict, argv) -> None:
     row = {k: v for k, v in vars(args).items() if k not in shown_only}
     row = {**row, "config": json.dumps(args.config), **report, "command": command}
     args.csv.parent.mkdir(parents=True, exist_ok=True)
-    header = next(csv.reader(args.csv.open()), None) if args.csv.exists() else None
+    header = None
+    if args.csv.exists():
+        with args.csv.open(newline="") as f:
+            header = next(csv.reader(f), None)
     if header is not None and set(header) != set(row):
         raise ValueError(
             f"{args.csv}: its columns {header} are not this report's {list(row)}; "

@@ -277,9 +277,8 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     gets no pipelining meant for another loop; ``flush_k_stages`` on a two-launch state launch's flush
     loop over FK steps; ``flush_stages`` lands on the flush-rows launch's item
     loop, only where an item has no inner loop; ``prep_stages`` on launch 1's loop over ring chunks,
-    (and ``flush_dot`` on the state launch's flush dot),
-    whose loads then no longer wait behind stores (SASS order). Generated code, so outside Helion's
-    interpreter."""
+    whose loads then no longer wait behind stores (SASS order); and ``flush_dot`` reaches the state
+    launch's flush dot. Generated code, so outside Helion's interpreter."""
     import json
     import re
     import subprocess
