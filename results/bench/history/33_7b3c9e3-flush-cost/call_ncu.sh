@@ -26,15 +26,17 @@ if [ -n "$NCU" ]; then
   done
   tail -5 "$O/ncu_err.txt"
   python - "$O" <<'PY'  # the eight files that come back: the six CSVs as one
-import glob, os, sys, pandas as pd
+import glob, io, os, sys, pandas as pd
 out = sys.argv[1]
 frames = []
 for p in sorted(glob.glob(f"{out}/ncu_*_*.csv")):
     try:
-        frames.append(pd.read_csv(p).assign(run=os.path.basename(p)[4:-4]))
+        # ncu's CSV follows the program's own output and ==PROF== lines: keep its quoted rows
+        rows = [line for line in open(p) if line.startswith('"')]
+        frames.append(pd.read_csv(io.StringIO("".join(rows))).assign(run=os.path.basename(p)[4:-4]))
+        os.remove(p)
     except Exception as e:
         print(p, e)
-    os.remove(p)
 if frames:
     pd.concat(frames).to_csv(f"{out}/ncu_state.csv", index=False)
 PY
