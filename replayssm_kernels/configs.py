@@ -105,6 +105,10 @@ KERNEL_OPTIONS = {
     # two-launch state kernel: pipeline depth of its flush's loop over FK steps of K (the next steps'
     # checkpoint tile and ring weights in flight while one is rebuilt and stored), 0 or 1 for none
     "flush_k_stages": 0,
+    # two-launch state kernel: its K loop reads a flush row's checkpoint tile with the L2 hint evict_last
+    # and every other row's with evict_first, so that the flush's re-read of the tile hits L2 (1); Nsight
+    # Compute found that re-read going to DRAM (run 34)
+    "flush_keep": 0,
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)
     "ring_prefetch": 0,

@@ -415,6 +415,14 @@ def _ring_weights_body(
     return coef
 
 
+def _checkpoint_chunk(S0, xs, tile_b, j, tile_k, acc_q, acc_k):
+    """One ``[BV, KC]`` chunk of the checkpoint's two mat-vecs: ``acc_x += S0 (e^Gamma alpha x)``."""
+    S0 = S0.to(torch.float32)
+    acc_q = acc_q + (S0 * hl.load(xs, [tile_b, j, 0, tile_k]).unsqueeze(1)).sum(2)  # x = e^Gamma alpha q
+    acc_k = acc_k + (S0 * hl.load(xs, [tile_b, j, 1, tile_k]).unsqueeze(1)).sum(2)
+    return acc_q, acc_k
+
+
 def _replayssm_state_body(
     q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
     k_view: torch.Tensor,  # [B, H, K]
@@ -458,6 +466,7 @@ def _replayssm_state_body(
     FLUSH: hl.constexpr,  # step 3: flush rows' checkpoint write
     SKIP_FLUSH: hl.constexpr,  # with STATE only: flush rows are wholly the flush-rows launch's (output too)
     HAND_W: hl.constexpr,  # with TILES: a ring tile is launch 1's W_i alpha kappa_i and a dot (flush_weights)
+    KEEP: hl.constexpr,  # with STATE and FLUSH: L2 eviction hints that keep flush rows' tiles (flush_keep)
 ) -> torch.Tensor:
     """The state side, one program per (row, value head, V tile): launch 2 of a two-launch step
     (``STATE`` and ``FLUSH``), or launch 2 (``STATE``) and 3 (``FLUSH``) of a three-launch step, where
@@ -503,10 +512,21 @@ def _replayssm_state_body(
                         d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
                         acc_q = acc_q + (d * coef[tile_b, j, 0, tile_i][:, :, None]).sum(1)
                         acc_k = acc_k + (d * coef[tile_b, j, 1, tile_i][:, :, None]).sum(1)
-                for tile_k in hl.tile(K, block_size=block_k):
-                    S0 = initial_state[slot, j, tile_v, tile_k].to(torch.float32)  # [1, BV, KC]
-                    acc_q = acc_q + (S0 * xs[tile_b, j, 0, tile_k][:, None, :]).sum(2)  # x = e^Gamma alpha q
-                    acc_k = acc_k + (S0 * xs[tile_b, j, 1, tile_k][:, None, :]).sum(2)
+                if KEEP:
+                    # A flush row reads its tile again in step 3: its chunks go through L2 as evict_last,
+                    # every other row's (read once) as evict_first, so the re-read finds them there. Two
+                    # copies of the loop, exactly one of which runs: K_keep is K or 0.
+                    K_keep = (valid & flush).to(torch.int32) * K
+                    for tile_k in hl.tile(0, K_keep, block_size=block_k):
+                        S0 = hl.load(initial_state, [slot, j, tile_v, tile_k], eviction_policy="evict_last")
+                        acc_q, acc_k = _checkpoint_chunk(S0, xs, tile_b, j, tile_k, acc_q, acc_k)
+                    for tile_k in hl.tile(K_keep, K, block_size=block_k):
+                        S0 = hl.load(initial_state, [slot, j, tile_v, tile_k], eviction_policy="evict_first")
+                        acc_q, acc_k = _checkpoint_chunk(S0, xs, tile_b, j, tile_k, acc_q, acc_k)
+                else:
+                    for tile_k in hl.tile(K, block_size=block_k):
+                        S0 = initial_state[slot, j, tile_v, tile_k]  # [1, BV, KC]
+                        acc_q, acc_k = _checkpoint_chunk(S0, xs, tile_b, j, tile_k, acc_q, acc_k)
                 if RING_ONCE:
                     acc_q = acc_q + (d_all.to(torch.float32) * coef_q[:, :, None]).sum(1)
                     acc_k = acc_k + (d_all.to(torch.float32) * coef_k[:, :, None]).sum(1)
@@ -842,7 +862,8 @@ def _resolve_config(config, kind, device, dtype, shapes) -> tuple[helion.Config 
 # Device loops of ``_replayssm_state_body`` in Helion's ``range_*`` config order: [grid, ring d tiles
 # (not with RING_ONCE), checkpoint K chunks, ...]: six with the flush branch in the same launch (then
 # the flush's FK steps, its ring loop and the append), four without it, one fewer each with RING_ONCE
-# (tests/test_kernels_cpu.py checks the K loop and the FK loop are the ones pipelined).
+# (tests/test_kernels_cpu.py checks the K loop and the FK loop are the ones pipelined); with flush_keep
+# the K loop is there twice (KEEP), both copies over the one block size, so one entry serves both.
 _STATE_LOOPS = {True: 6, False: 4}  # keyed by "flush in the same launch"
 
 
@@ -1075,7 +1096,9 @@ def replayssm_launches(
         xs, qk, decay, w_ring, u_buf, out, ssm_state_indices, write_pos, force, *scalars, *flags,
         min(ring_block(L), options["ring_tile"]), once, *flush_args, fw > 0, max(fw, DOT_MIN),
     )  # fmt: skip
-    state_flags = (True, not split, bool(overlap), hand_w and not split)  # STATE, FLUSH, SKIP_FLUSH, HAND_W
+    keep = bool(options["flush_keep"]) and not split
+    # STATE, FLUSH, SKIP_FLUSH, HAND_W, KEEP
+    state_flags = (True, not split, bool(overlap), hand_w and not split, keep)
     plan.append(Launch("state", _replayssm_state_body, state_config, (*args, *state_flags), dot_precision=dot))
     if rows:
         # ONE: an item loads its checkpoint tile once and is straight-line code (one ring tile)
@@ -1092,7 +1115,7 @@ def replayssm_launches(
         )  # fmt: skip
         plan.append(Launch("flush_rows", _flush_rows_body, rows_config, rows_args, overlap, dot))
     elif split:
-        flush_flags = (False, True, False, False)
+        flush_flags = (False, True, False, False, False)
         plan.append(Launch("flush", _replayssm_state_body, flush_config, (*args, *flush_flags), dot_precision=dot))
     return plan
 

@@ -131,23 +131,29 @@ def test_flush_launch_with_its_own_tile(flush, precision):
 @pytest.mark.parametrize("flush_tiles", [16, 32])
 @pytest.mark.parametrize(
     "launches",
-    [2, "weights", "weights_pipelined", 3, "rows"],
-    ids=["two_launch", "two_launch_handed_weights", "two_launch_handed_weights_pipelined", "split", "split_flush_rows"],
-)
+    [2, "weights", "weights_pipelined", "weights_keep", 3, "rows"],
+    ids=[
+        "two_launch", "two_launch_handed_weights", "two_launch_handed_weights_pipelined",
+        "two_launch_handed_weights_keep", "split", "split_flush_rows",
+    ],
+)  # fmt: skip
 @pytest.mark.parametrize("L", [4, 16, 40])
 def test_flush_by_ring_tiles(L, launches, flush_tiles):
     """The closed-form flush a [16-32, FK] ring tile at a time (reverse scan + dot): one tile past a
     short ring, one exact tile, and three tiles over a ring that does not fill the last. ``rows``: the
     flush launch over the flushing rows only, with fewer programs than work items. ``weights``: a
     two-launch step whose state launch flushes with launch 1's ring weights (``flush_weights``);
-    ``pipelined``: its loop over FK steps pipelined (``flush_k_stages``, written through ``state_out``)."""
+    ``pipelined``: its loop over FK steps pipelined (``flush_k_stages``, written through ``state_out``);
+    ``keep``: as ``pipelined``, with the K loop in two copies, one for flush rows and one for the others
+    (``flush_keep``), whose trip counts are device values."""
     from replayssm_kernels.kda_decode import KERNEL_OPTIONS, flush_ring_tile
 
     config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": flush_tiles}
     if launches == "rows":
         launches, config["flush_programs"] = 3, 5
-    if launches in ("weights", "weights_pipelined"):
-        config["flush_k_stages"] = 3 if launches == "weights_pipelined" else 0
+    if launches in ("weights", "weights_pipelined", "weights_keep"):
+        config["flush_k_stages"] = 0 if launches == "weights" else 3
+        config |= {"k_stages": 2, "flush_keep": 1} if launches == "weights_keep" else {}
         launches, config["flush_weights"] = 2, 1
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 16, 16) == max(16, min(flush_tiles, 1 << (L - 1).bit_length()))
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 8, 16) == 0  # narrower than a dot: the walk
@@ -256,6 +262,14 @@ for dot in ("ieee", "tf32"):  # flush_dot: the precision of the state launch's f
     extra = {"flush_tiles": 16, "flush_weights": 1, "flush_block_k": 16, "flush_dot": dot}
     source, *_ = generated_source("state", 16, 32, 1, torch.float32, "fast", extra=extra)
     found[f"dot/{dot}"] = re.findall(r"input_precision='(\\w+)'", source)
+for kind in ("state", "state_split"):  # flush_keep: the K loop twice, L2 hints on the checkpoint's loads
+    for keep in (0, 1):
+        extra = {"k_stages": 3, "ring_prefetch": 1, "flush_tiles": 16, "flush_weights": 1, "flush_block_k": 16}
+        source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra | {"flush_keep": keep})
+        found[f"keep/{kind}/{keep}"] = [
+            re.findall(r"tl\\.range\\(([^\\n]*num_stages=\\d)\\)", source),
+            re.findall(r"tl\\.load\\(initial_state [^\\n]*eviction_policy='(\\w+)'", source),
+        ]
 for kind in ("ring_weights", "ring_weights_split"):  # prep_stages: launch 1's loop over ring chunks
     extra = {"prep_stages": 3, "ring_chunk": 4, "flush_tiles": 16, "flush_programs": 8, "flush_weights": 1}
     source, *_ = generated_source(kind, 16, 32, 1, torch.float32, "fast", extra=extra)
@@ -278,7 +292,8 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     loop over FK steps; ``flush_stages`` lands on the flush-rows launch's item
     loop, only where an item has no inner loop; ``prep_stages`` on launch 1's loop over ring chunks,
     whose loads then no longer wait behind stores (SASS order); and ``flush_dot`` reaches the state
-    launch's flush dot. Generated code, so outside Helion's interpreter."""
+    launch's flush dot; ``flush_keep`` doubles the K loop with L2 hints. Generated code, so outside
+    Helion's interpreter."""
     import json
     import re
     import subprocess
@@ -297,6 +312,13 @@ def test_k_stages_pipelines_the_checkpoint_K_loop():
     assert found["fk/state_split"] == loop
     # flush_dot: the state launch's one flush dot gets the precision the config names
     assert found["dot/ieee"] == ["ieee"] and found["dot/tf32"] == ["tf32"], (found["dot/ieee"], found["dot/tf32"])
+    # flush_keep: the K loop twice, both pipelined, the first over the flush rows' chunks (K or none) with
+    # evict_last, the second over the rest with evict_first; only where the state launch flushes
+    ranges, hints = found["keep/state/1"]
+    assert len(ranges) == 2 and hints == ["evict_last", "evict_first"], found["keep/state/1"]
+    assert re.fullmatch(r"0, tl\.cast\((\w+), tl\.int32\), _BLOCK_SIZE_1, num_stages=3", ranges[0])
+    assert re.fullmatch(r"tl\.cast\((\w+), tl\.int32\), 128, _BLOCK_SIZE_1, num_stages=3", ranges[1])
+    assert found["keep/state/0"] == found["keep/state_split/0"] == found["keep/state_split/1"] == [loop, []]
     # flush_stages: the flush-rows launch's loop over its items (bounded by the flushing rows' count), and
     # only where it is the innermost loop
     assert len(found["rows/128"]) == 1 and re.fullmatch(

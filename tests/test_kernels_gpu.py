@@ -123,6 +123,8 @@ TWO_LAUNCH_FLUSHES = {
     # TF32, the fp32 ring weights are rounded) and three
     "handed_weights_tf32": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, "flush_dot": "tf32"},
     "handed_weights_tf32x3": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, "flush_dot": "tf32x3"},
+    # the K loop in two copies with L2 hints, flush rows' chunks evict_last (flush_keep)
+    "handed_weights_keep": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, "flush_keep": 1},
 }
 
 

@@ -87,6 +87,19 @@ def test_generated_flush_by_ring_tiles(launches, programs, overlap, weights, key
     assert r.natural_flushes > 0
 
 
+def test_generated_flush_keep():
+    """``flush_keep``: the two-launch state launch's K loop in two copies with L2 eviction hints (flush
+    rows' chunks in one, the other rows' in the other; device-valued trip counts), generated code, over
+    two K chunks."""
+    p = Problem(3, 1, 2, 32, 16, 4)
+    config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
+    config |= {"k_stages": 2, "flush_k_stages": 2, "ring_prefetch": 1, "flush_weights": 1, "flush_keep": 1}
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=2, config=config)
+    r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=8)
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+    assert r.natural_flushes > 0 and r.forced_flushes > 0
+
+
 @pytest.mark.parametrize("prep_heads", [2, 4])
 def test_generated_ring_weights_over_several_heads(prep_heads):
     """Launch 1 with ``prep_heads`` value heads per program (GQA 2: the k append by the first head of

@@ -3,7 +3,7 @@
 # all rows flushing (ncu_state.py), both state dtypes: DRAM bytes and throughput, L2 hit rate,
 # occupancy and warp stall reasons, to find where the flush's time goes. Without ncu on the machine:
 # the isolated profile (none, all) of fp32 flush shapes instead. DTYPES and MODES (in the environment)
-# narrow the ncu runs.
+# narrow the ncu runs; EXTRA (a JSON dict of kernel options) is merged into the profiled entry.
 set -uo pipefail
 HERE=$(dirname "$0")
 O=${OUT:-/tmp/out}
@@ -17,7 +17,7 @@ if [ -n "$NCU" ]; then
       timeout 150 "$NCU" --nvtx --nvtx-include prof/ --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum \
-        --csv --page details python "$HERE/ncu_state.py" --mode "$mode" --dtype "$sd" \
+        --csv --page details python "$HERE/ncu_state.py" --mode "$mode" --dtype "$sd" --extra "${EXTRA:-{\}}" \
         >"$O/ncu_${sd}_$mode.csv" 2>"$O/ncu_err.txt"
       echo "$sd $mode rc=$? $(wc -l <"$O/ncu_${sd}_$mode.csv") lines"
       grep -E '"(Duration|DRAM Throughput|L2 Hit Rate|Achieved Occupancy|Registers Per Thread|Memory Throughput|dram__bytes_read.sum|dram__bytes_write.sum)"' \
