@@ -605,15 +605,16 @@ def test_launch_groups_pair_a_beside_launch_with_the_one_ahead():
     work = bench.Workload(bench.Case(4, 2, 2, 16, 16, 16, "float32", "float32"), 1, DEVICE)
     w, (mixed, x, y) = work.weights, work.tokens[0]
     for overlap in (0, 1, 2):
-        config = {"block_sizes": [16, 16], "flush_block_k": 16, "flush_tiles": 16, "flush_programs": 3}
+        config = {"block_sizes": [16, 16], "flush_block_k": 16, "flush_tiles": 16, "flush_programs": 3, "flush_keep": 1}
         plan = kd.replayssm_launches(
             mixed, x, y, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache,
             work.out, work.indices[0], work.cursors[0], None, True, launches=3,
             config=config | {"flush_overlap": overlap},
         )  # fmt: skip
         assert [(p.name, p.beside) for p in plan] == [("ring_weights", 0), ("state", 0), ("flush_rows", overlap)]
-        assert plan[1].args[-2] is bool(overlap)  # SKIP_FLUSH
-        assert plan[1].args[-1] is False  # HAND_W: only a two-launch state launch flushes
+        assert plan[1].args[-3] is bool(overlap)  # SKIP_FLUSH
+        # HAND_W and KEEP: only a two-launch state launch flushes (flush_keep is set, and left off here)
+        assert plan[1].args[-2:] == (False, False)
         # OWN, HAND_W (both launches), and ONE (it needs HAND_W too: off here, though flush_block_k = K)
         assert plan[2].args[-3:] == (bool(overlap), False, False) and plan[0].args[-2] is False
         assert plan[0].args[-1] == 1  # RH: launch 1's heads per program (prep_heads)

@@ -5,8 +5,9 @@ here, from the repository root):
 
 From ``raw/*/ncu_state.csv`` (``../33_*/call_ncu.sh``; a ``run`` column names state dtype and cursors,
 a ``ncu_keep`` folder holds profiles with ``flush_keep``): the kernel's duration, DRAM bytes read and
-written, its DRAM throughput and L2 hit rate, and against the same call's and dtype's profile with no
-row flushing (``none``): the bytes the flush adds. ``extra_read_per_extra_write`` is the extra DRAM
+written, its DRAM throughput and L2 hit rate, and against the same dtype's profile with no row
+flushing (``none``; from the same folder where it has one, named in ``baseline``): the bytes and time
+the flush adds. ``extra_read_per_extra_write`` is the extra DRAM
 reads per extra byte written: the flush writes each flushing row's checkpoint tile once, so a value
 near 1 means those tiles (and little else) were read from DRAM a second time. Writes ``ncu_summary.csv``
 beside this file."""
@@ -40,11 +41,22 @@ for path in sorted(HERE.glob("raw/*/**/ncu_state.csv")):
     wide["flush_keep"] = int("keep" in wide["source"].iloc[0])
     rows.append(wide.drop(columns="run"))
 out = pd.concat(rows)
-base = out[out.cursors == "none"].set_index(["source", "state_dtype"])
+# the baseline of a profile: the same dtype's none, from its own folder where that has one, else from
+# the folder that does (a later call may profile steady only; bytes do not depend on the machine)
+nones = out[out.cursors == "none"]
+
+
+def baseline(row):
+    same = nones[(nones.state_dtype == row.state_dtype) & (nones.source == row.source)]
+    return (same if len(same) else nones[nones.state_dtype == row.state_dtype]).iloc[0]
+
+
+bases = pd.DataFrame([baseline(row) for row in out.itertuples()])
+out["baseline"] = bases["source"].values + "/" + bases["state_dtype"].values + "_none"
 for col in ("duration_us", "dram_read_mb", "dram_write_mb"):
-    out[f"extra_{col}"] = out[col].values - [base[col].get((s, d), float("nan")) for s, d in zip(out.source, out.state_dtype)]
+    out[f"extra_{col}"] = out[col].values - bases[col].values
 out["extra_read_per_extra_write"] = out["extra_dram_read_mb"] / out["extra_dram_write_mb"]
-order = ["source", "flush_keep", "state_dtype", "cursors", *METRICS.values()]
+order = ["source", "flush_keep", "state_dtype", "cursors", *METRICS.values(), "baseline"]
 out = out[order + [c for c in out.columns if c.startswith("extra_")]].round(2)
 out.to_csv(HERE / "ncu_summary.csv", index=False)
 print(out.to_string(index=False))
