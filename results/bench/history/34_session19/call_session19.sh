@@ -34,7 +34,7 @@ if [ "${CALL:-1}" = 2 ]; then
       --extra '[{}, {"flush_keep": 1}]' --out "$O/iso" 2>&1 | grep -v Warn | tail -40
     EXTRA='{"flush_keep": 1}' MODES=steady OUT="$O/ncu_keep" timeout 150 bash "$HERE"/../33_*/call_ncu.sh 2>&1 |
       grep -v '(16384, 1, 1)'
-    VARIANTS='[{"flush_keep": 1}]' LENGTHS="16 8" CALL=1 TUNE_LIMIT=${TUNE_LIMIT:-70} FULL_LIMIT=0 \
+    VARIANTS='[{"flush_keep": 1}]' LENGTHS="${LENGTHS:-16 8}" CALL=1 TUNE_LIMIT=${TUNE_LIMIT:-70} FULL_LIMIT=0 \
       bash "$HERE"/../31_*/call_session16.sh
     ;;
   esac
