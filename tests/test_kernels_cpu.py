@@ -153,7 +153,8 @@ def test_flush_by_ring_tiles(L, launches, flush_tiles):
         launches, config["flush_programs"] = 3, 5
     if launches in ("weights", "weights_pipelined", "weights_keep"):
         config["flush_k_stages"] = 0 if launches == "weights" else 3
-        config |= {"k_stages": 2, "flush_keep": 1} if launches == "weights_keep" else {}
+        if launches == "weights_keep":
+            config |= {"k_stages": 2, "flush_keep": 1}
         launches, config["flush_weights"] = 2, 1
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 16, 16) == max(16, min(flush_tiles, 1 << (L - 1).bit_length()))
     assert flush_ring_tile(L, KERNEL_OPTIONS | config, 8, 16) == 0  # narrower than a dot: the walk
