@@ -1,22 +1,28 @@
 """Run 34's Nsight Compute profiles of the two-launch state launch at L=16, one row per profile (run
 here, from the repository root):
 
-    python results/bench/history/34_session19/ncu_summary.py
+    python results/bench/history/34_session19/ncu_summary.py [HISTORY_FOLDER ...] [--out CSV]
 
-From ``raw/*/ncu_state.csv`` (``../33_*/call_ncu.sh``; a ``run`` column names state dtype and cursors,
-a ``ncu_keep`` folder holds profiles with ``flush_keep``): the kernel's duration, DRAM bytes read and
-written, its DRAM throughput and L2 hit rate, and against the same dtype's profile with no row
-flushing (``none``; from the same folder where it has one, named in ``baseline``): the bytes and time
-the flush adds. ``extra_read_per_extra_write`` is the extra DRAM
-reads per extra byte written: the flush writes each flushing row's checkpoint tile once, so a value
-near 1 means those tiles (and little else) were read from DRAM a second time. Writes ``ncu_summary.csv``
-beside this file."""
+From ``raw/*/ncu_state.csv`` of each history folder given (default: this one), as
+``../33_*/call_ncu.sh`` writes it (a ``run`` column names state dtype and cursors; a ``ncu_keep``
+folder holds profiles with ``flush_keep``): the kernel's duration, DRAM bytes read and written, its
+DRAM throughput and L2 hit rate, and against the same dtype's profile with no row flushing (``none``;
+from the same folder where it has one, named in ``baseline``): the bytes and time the flush adds.
+``extra_read_per_extra_write`` is the extra DRAM reads per extra byte written: the flush writes each
+flushing row's checkpoint tile once, so a value near 1 means those tiles (and little else) were read
+from DRAM a second time. Writes ``--out`` (default ``ncu_summary.csv`` beside this file); ``source``
+names each profile's folder from ``results/bench/history``."""
 
+import argparse
 from pathlib import Path
 
 import pandas as pd
 
 HERE = Path(__file__).parent
+ap = argparse.ArgumentParser()
+ap.add_argument("folders", type=Path, nargs="*", default=[HERE])
+ap.add_argument("--out", type=Path, default=HERE / "ncu_summary.csv")
+args = ap.parse_args()
 METRICS = {
     "Duration": "duration_us",
     "dram__bytes_read.sum": "dram_read_mb",
@@ -28,7 +34,7 @@ METRICS = {
 }
 SCALE = {"duration_us": 1e-3, "dram_read_mb": 1e-6, "dram_write_mb": 1e-6}
 rows = []
-for path in sorted(HERE.glob("raw/*/**/ncu_state.csv")):
+for path in sorted(p for folder in args.folders for p in folder.resolve().glob("raw/*/**/ncu_state.csv")):
     t = pd.read_csv(path)
     t = t[t["Metric Name"].isin(METRICS)].drop_duplicates(["run", "Metric Name"])
     wide = t.pivot(index="run", columns="Metric Name", values="Metric Value").rename(columns=METRICS)
@@ -37,7 +43,7 @@ for path in sorted(HERE.glob("raw/*/**/ncu_state.csv")):
         wide[col] = wide[col] * scale
     wide = wide.reset_index()
     wide[["state_dtype", "cursors"]] = wide["run"].str.rsplit("_", n=1, expand=True)
-    wide["source"] = str(path.relative_to(HERE).parent)
+    wide["source"] = str(path.relative_to(HERE.resolve().parent).parent)
     wide["flush_keep"] = int("keep" in wide["source"].iloc[0])
     rows.append(wide.drop(columns="run"))
 out = pd.concat(rows)
@@ -58,5 +64,5 @@ for col in ("duration_us", "dram_read_mb", "dram_write_mb"):
 out["extra_read_per_extra_write"] = out["extra_dram_read_mb"] / out["extra_dram_write_mb"]
 order = ["source", "flush_keep", "state_dtype", "cursors", *METRICS.values(), "baseline"]
 out = out[order + [c for c in out.columns if c.startswith("extra_")]].round(2)
-out.to_csv(HERE / "ncu_summary.csv", index=False)
+out.to_csv(args.out, index=False)
 print(out.to_string(index=False))
