@@ -131,8 +131,9 @@ def _host_constant(name: str, source: str, tensors: dict) -> int:
     return 1 << (tensors[size.group(1)].size(int(size.group(2))) - 1).bit_length()
 
 
-def compile_sm90(source: str, tensors: dict, num_warps: int):
-    """The generated kernel compiled for sm_90 offline (Triton's ``CompiledKernel``: ``.asm``, ``.metadata``)."""
+def compile_sm90(source: str, tensors: dict, num_warps: int, maxnreg: int | None = None):
+    """The generated kernel compiled for sm_90 offline (Triton's ``CompiledKernel``: ``.asm``, ``.metadata``),
+    with the register cap ``maxnreg`` where the config sets one (Helion passes it to the launch)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -164,7 +165,8 @@ def compile_sm90(source: str, tensors: dict, num_warps: int):
         else:
             sig[name] = "i32"
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
+    options = {"num_warps": num_warps, "num_stages": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def compile_report(compiled) -> dict:
@@ -359,7 +361,7 @@ def main(argv=None) -> int:
     if args.dump:
         with open(args.dump, "w") as f:
             f.write(source)
-    compiled = compile_sm90(source, tensors, config.num_warps)
+    compiled = compile_sm90(source, tensors, config.num_warps, config.config.get("maxnreg"))
     report = compile_report(compiled)
     print(" ".join(f"{k}={v}" for k, v in report.items()))
     if args.memory_order:

@@ -10,6 +10,10 @@
 # CALL=2 (after a CALL=1 that tabled flush_keep and was committed as the table): the committed sweep.
 # CALL=3 (after a CALL=1 where flush_keep lost): Nsight Compute on the steady state launch with
 # flush_keep (did the hint keep the tiles in L2?), then the isolated L=16 profile with and without it.
+# CALL=4 (after CALL=3 showed flush_keep's second K loop raising the registers, 120 -> 140 fp32 and
+# 96 -> 128 bf16, and the occupancy with them): at L=16, the entry against the entry with flush_keep
+# and Helion's maxnreg at the entry's own count (fp32 120, bf16 96: offline sm_90 fits both without
+# spills), each state dtype a tune part of its own; times only, nothing tabled.
 set -uo pipefail
 HERE=$(dirname "$0")
 O=${OUT:-/tmp/out}
@@ -27,4 +31,13 @@ case "${CALL:-1}/$GPU" in
   timeout "${ISO_LIMIT:-200}" python -m replayssm_kernels.profile_launches --isolated \
     --cursors none steady all --cache-lengths 16 --dtype-pairs float32/bfloat16 bfloat16/bfloat16 \
     --extra '[{}, {"flush_keep": 1}]' --out "$O/iso" 2>&1 | grep -v Warn | tail -40 ;;
+4/*)
+  for sd in float32 bfloat16; do
+    cap=$([ "$sd" = float32 ] && echo 120 || echo 96)
+    points=$(python -c "import json; from replayssm_kernels.configs import device_key, lookup
+entry, _ = lookup('replayssm', device_key('cuda'), '$sd', 'K128-V128-LB16')
+print(json.dumps([entry, entry | {'flush_keep': 1, 'maxnreg': $cap}]))")
+    timeout "${TUNE_LIMIT:-100}" python -m replayssm_kernels.tune --kernels replayssm --cache-lengths 16 \
+      --dtype-pairs "$sd/bfloat16" --points "$points" --rep-ms 20 --trials-csv "$O/$sd/trials.csv" 2>&1 | grep -v Warn
+  done ;;
 esac
