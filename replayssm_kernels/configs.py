@@ -107,7 +107,8 @@ KERNEL_OPTIONS = {
     "flush_k_stages": 0,
     # two-launch state kernel: its K loop reads a flush row's checkpoint tile with the L2 hint evict_last
     # and every other row's with evict_first, so that the flush's re-read of the tile hits L2 (1); Nsight
-    # Compute found that re-read going to DRAM (run 34)
+    # Compute found that re-read going to DRAM (run 34); on an H100 its second K loop cost more registers
+    # and occupancy than the L2 hits saved (run 35), so no table sets it
     "flush_keep": 0,
     # state kernel: a ring of at most ring_tile positions loaded as one tile beside the checkpoint (1)
     # or walked in a loop before it (0)
