@@ -224,6 +224,13 @@ def test_inspect_codegen_reports_registers_offline(tmp_path):
     row = pd.read_csv(csv).iloc[0]  # the same report, as a CSV row with its command
     assert row.registers == int(report["registers"]) and "--block-v 32" in row.command
     assert (tmp_path / "env.json").exists()
+    # a config's maxnreg reaches the compile (Helion passes it to the launch on a GPU): ptxas keeps under it
+    cap = 32
+    assert int(report["registers"]) > cap
+    run = subprocess.run([*argv, "--config", f'{{"maxnreg": {cap}}}'], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    capped = dict(item.split("=") for item in run.stdout.split())
+    assert int(capped["registers"]) <= cap, capped
 
 
 def test_codegen_rows_keep_the_columns_of_their_file(tmp_path):
