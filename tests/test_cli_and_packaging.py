@@ -227,7 +227,8 @@ def test_inspect_codegen_reports_registers_offline(tmp_path):
     # a config's maxnreg reaches the compile (Helion passes it to the launch on a GPU): ptxas keeps under it
     cap = 32
     assert int(report["registers"]) > cap
-    run = subprocess.run([*argv, "--config", f'{{"maxnreg": {cap}}}'], capture_output=True, text=True, env=env, cwd=ROOT)
+    argv_cap = [*argv, "--config", f'{{"maxnreg": {cap}}}']
+    run = subprocess.run(argv_cap, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     capped = dict(item.split("=") for item in run.stdout.split())
     assert int(capped["registers"]) <= cap, capped
