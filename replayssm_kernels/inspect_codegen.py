@@ -133,7 +133,8 @@ def _host_constant(name: str, source: str, tensors: dict) -> int:
 
 def compile_sm90(source: str, tensors: dict, num_warps: int, maxnreg: int | None = None):
     """The generated kernel compiled for sm_90 offline (Triton's ``CompiledKernel``: ``.asm``, ``.metadata``),
-    with the register cap ``maxnreg`` where the config sets one (Helion passes it to the launch)."""
+    with the register cap ``maxnreg`` where the config sets one. (On a GPU Helion 1.5.0 passes it to the
+    launch only with a persistent ``pid_type``, and refuses it otherwise; offline it applies either way.)"""
     import triton
     from triton.backends.compiler import GPUTarget
 

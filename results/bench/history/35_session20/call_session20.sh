@@ -13,7 +13,8 @@
 # CALL=4 (after CALL=3 showed flush_keep's second K loop raising the registers, 120 -> 140 fp32 and
 # 96 -> 128 bf16, and the occupancy with them): at L=16, the entry against the entry with flush_keep
 # and Helion's maxnreg at the entry's own count (fp32 120, bf16 96: offline sm_90 fits both without
-# spills), each state dtype a tune part of its own; times only, nothing tabled.
+# spills), each state dtype a tune part of its own; times only, nothing tabled. It ran, and Helion
+# 1.5.0 refused both capped points (InvalidConfig: maxnreg only with a persistent pid_type).
 set -uo pipefail
 HERE=$(dirname "$0")
 O=${OUT:-/tmp/out}
