@@ -12,8 +12,10 @@
 #      registers that keep MULT of them resident (64K a SM over MULT x 32 x num_warps threads, rounded
 #      down to the allocation unit of 8): MULT is the entry's own residency, fp32 8 (cap 128), bf16 10
 #      (cap 96);
-#   2. point 1 with flush_keep (offline sm_90: it fits the cap, fp32 without spills, bf16 8 B);
+#   2. point 1 with flush_keep;
 #   3. point 1 without the cap (offline: 157 / 128 registers, so fewer resident than MULT).
+# Offline sm_90 (results/bench/codegen/state_kernels.csv, Triton 3.9): point 1 holds fp32 126 and bf16
+# 96 registers, point 2 fp32 127, all without spills but point 2 bf16 (96, 8 bytes spilled).
 # ../31_*/apply_run31.py then tables the fastest correct point where it beat the entry by 1% in this
 # call; tuned.json comes back with trials.csv and env.json. No sweep (a change must be committed first).
 # CALL=2 (after a CALL=1 whose tabled change was committed): the committed sweep.
