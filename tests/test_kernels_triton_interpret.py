@@ -100,6 +100,36 @@ def test_generated_flush_keep():
     assert r.natural_flushes > 0 and r.forced_flushes > 0
 
 
+@pytest.mark.parametrize("flush_keep", [0, 1], ids=["entry", "keep"])
+def test_generated_persistent_state_launch(monkeypatch, flush_keep):
+    """The two-launch step with its state launch on a persistent grid (Helion's ``pid_type``
+    persistent_interleaved, the only grid on which Helion 1.5.0 takes ``maxnreg``), generated code:
+    fewer programs than (row, head, V tile) items, each program looping over several. Helion sizes
+    that grid from the device's SM count, which the CPU lacks, so the test hands it 2: the 6 items
+    then take 3 trips of 2 programs. ``maxnreg`` is a register cap for the GPU compiler; the
+    interpreter ignores it."""
+    import helion.runtime
+
+    gpu_num_sm, asked = helion.runtime.get_num_sm, []
+
+    def num_sm(device, **kwargs):
+        if torch.device(device).type != "cpu":
+            return gpu_num_sm(device, **kwargs)
+        asked.append(device)
+        return 2
+
+    monkeypatch.setattr(helion.runtime, "get_num_sm", num_sm)
+    p = Problem(3, 1, 2, 32, 16, 4)
+    config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "flush_block_k": 16, "flush_tiles": 16}
+    config |= {"k_stages": 2, "flush_k_stages": 2, "ring_prefetch": 1, "flush_weights": 1, "flush_keep": flush_keep}
+    config |= {"pid_type": "persistent_interleaved", "num_sm_multiplier": 1, "maxnreg": 128}
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=2, config=config)
+    r = run_sequence(p, steps=2 * p.cache_length + 2, replay_fn=fn, state_dtype=torch.float32, p_force=0.3, seed=9)
+    assert asked, "the state launch did not size a persistent grid"
+    assert r.max_rel <= 1e-5 and not r.nonfinite and r.untouched_ok
+    assert r.natural_flushes > 0 and r.forced_flushes > 0
+
+
 @pytest.mark.parametrize("prep_heads", [2, 4])
 def test_generated_ring_weights_over_several_heads(prep_heads):
     """Launch 1 with ``prep_heads`` value heads per program (GQA 2: the k append by the first head of
