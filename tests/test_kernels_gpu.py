@@ -113,6 +113,8 @@ def test_split_flush_variants_match_float64_reference(flush, L, state_dtype):
     _check_against_float64(32, 2, L, state_dtype, 3, config)
 
 
+PERSISTENT = {"pid_type": "persistent_interleaved", "num_sm_multiplier": 8, "maxnreg": 128}
+KEEP_PERSISTENT = {"flush_keep": 1, **PERSISTENT}
 TWO_LAUNCH_FLUSHES = {
     "walk": {"flush_block_k": 32},
     # the state launch's flush by ring tiles with launch 1's ring weights (flush_weights), 16 or 32
@@ -125,6 +127,9 @@ TWO_LAUNCH_FLUSHES = {
     "handed_weights_tf32x3": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, "flush_dot": "tf32x3"},
     # the K loop in two copies with L2 hints, flush rows' chunks evict_last (flush_keep)
     "handed_weights_keep": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, "flush_keep": 1},
+    # the state launch on a persistent grid of 8 programs per SM, its registers capped at 128 (run 36)
+    "handed_weights_persistent": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, **PERSISTENT},
+    "handed_weights_keep_persistent": {"flush_tiles": 16, "flush_block_k": 16, "flush_weights": 1, **KEEP_PERSISTENT},
 }
 
 
