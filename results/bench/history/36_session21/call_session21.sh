@@ -17,7 +17,8 @@
 # Offline sm_90 (results/bench/codegen/state_kernels.csv, Triton 3.9): point 1 holds fp32 126 and bf16
 # 96 registers, point 2 fp32 127, all without spills but point 2 bf16 (96, 8 bytes spilled).
 # ../31_*/apply_run31.py then tables the fastest correct point where it beat the entry by 1% in this
-# call; tuned.json comes back with trials.csv and env.json. No sweep (a change must be committed first).
+# call; tuned.json comes back with trials.csv and env.json. Then the GPU tests of the persistent grid
+# (tests/test_kernels_gpu.py -k persistent, into gpu_check/). No sweep (a change must be committed first).
 # CALL=2 (after a CALL=1 whose tabled change was committed): the committed sweep.
 set -uo pipefail
 HERE=$(dirname "$0")
@@ -59,6 +60,10 @@ pd.concat([pd.read_csv(p).assign(part=os.path.basename(p)[:-4]) for p in parts])
   cp /tmp/table_before.json "$T"
   python "$HERE"/../31_*/apply_run31.py "$T" "$O/trials.csv"
   cp "$T" "$O/tuned.json"
+  # the GPU tests of the persistent points (L 4/8/16/64, both state dtypes, against float64)
+  mkdir -p "$O/gpu_check"
+  timeout "${TEST_LIMIT:-110}" python -m pytest -m gpu -q -p no:cacheprovider -k persistent \
+    tests/test_kernels_gpu.py 2>&1 | grep -v Warn | tail -15 | tee "$O/gpu_check/console.txt"
   ;;
 2/*) STAGES=full FULL_LIMIT=${FULL_LIMIT:-420} OUT=$O bash scripts/gpu_session.sh ;;
 *) echo "CALL=${CALL:-} is not a call of this script" >&2; exit 3 ;;
