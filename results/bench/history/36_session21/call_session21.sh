@@ -14,6 +14,7 @@
 #      (cap 96);
 #   2. point 1 with flush_keep;
 #   3. point 1 without the cap (offline: 157 / 128 registers, so fewer resident than MULT).
+# POINTS=n keeps the first n of them (a short call).
 # Offline sm_90 (results/bench/codegen/state_kernels.csv, Triton 3.9): point 1 holds fp32 126 and bf16
 # 96 registers, point 2 fp32 127, all without spills but point 2 bf16 (96, 8 bytes spilled).
 # ../31_*/apply_run31.py then tables the fastest correct point where it beat the entry by 1% in this
@@ -35,7 +36,7 @@ case "${CALL:-1}/$GPU" in
   for L in ${LENGTHS:-16}; do
     for sd in float32 bfloat16; do
       points=$(python - "$L" "$sd" <<'PY'
-import json, sys
+import json, os, sys
 from replayssm_kernels.configs import device_key, lookup
 from replayssm_kernels.kda_decode import LAUNCH_KINDS, default_launches, ring_block
 L, sd = int(sys.argv[1]), sys.argv[2]
@@ -44,8 +45,8 @@ entry, _ = lookup("replayssm", device_key("cuda"), sd, f"K128-V128-LB{ring_block
 mult = 8 if sd == "float32" else 10  # the entry's programs per SM on the H100 (run 35's Nsight Compute)
 cap = 65536 // (mult * 32 * entry["num_warps"]) // 8 * 8
 grid = {"pid_type": "persistent_interleaved", "num_sm_multiplier": mult}
-print(json.dumps([entry, entry | grid | {"maxnreg": cap}, entry | grid | {"maxnreg": cap, "flush_keep": 1},
-                  entry | grid]))
+points = [entry, entry | grid | {"maxnreg": cap}, entry | grid | {"maxnreg": cap, "flush_keep": 1}, entry | grid]
+print(json.dumps(points[: int(os.environ.get("POINTS", 4))]))
 PY
 )
       timeout "${TUNE_LIMIT:-130}" python -m replayssm_kernels.tune --kernels replayssm --cache-lengths "$L" \
