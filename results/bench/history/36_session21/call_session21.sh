@@ -14,7 +14,8 @@
 #      (cap 96);
 #   2. point 1 with flush_keep;
 #   3. point 1 without the cap (offline: 157 / 128 registers, so fewer resident than MULT).
-# POINTS=n keeps the first n of them (a short call).
+# POINTS=n keeps the first n of them (a short call); MULT_FLOAT32=6 (say) sets MULT for that dtype (the
+# cap follows it).
 # Offline sm_90 (results/bench/codegen/state_kernels.csv, Triton 3.9): point 1 holds fp32 126 and bf16
 # 96 registers, point 2 fp32 127, all without spills but point 2 bf16 (96, 8 bytes spilled).
 # ../31_*/apply_run31.py then tables the fastest correct point where it beat the entry by 1% in this
@@ -42,7 +43,8 @@ from replayssm_kernels.kda_decode import LAUNCH_KINDS, default_launches, ring_bl
 L, sd = int(sys.argv[1]), sys.argv[2]
 assert LAUNCH_KINDS[default_launches(L, "cuda")] == "replayssm", "this GPU's table runs another design here"
 entry, _ = lookup("replayssm", device_key("cuda"), sd, f"K128-V128-LB{ring_block(L)}")
-mult = 8 if sd == "float32" else 10  # the entry's programs per SM on the H100 (run 35's Nsight Compute)
+# the entry's programs per SM on the H100 (run 35's Nsight Compute); MULT_FLOAT32 / MULT_BFLOAT16 override
+mult = int(os.environ.get(f"MULT_{sd.upper()}", 8 if sd == "float32" else 10))
 cap = 65536 // (mult * 32 * entry["num_warps"]) // 8 * 8
 grid = {"pid_type": "persistent_interleaved", "num_sm_multiplier": mult}
 points = [entry, entry | grid | {"maxnreg": cap}, entry | grid | {"maxnreg": cap, "flush_keep": 1}, entry | grid]
