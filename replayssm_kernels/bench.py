@@ -158,6 +158,25 @@ class Workload:
                 raise ValueError(f"unknown impl {impl!r}")
         return launches
 
+    def plan(self, impl: str, precision: str, config=None):
+        """The launches (``kda_decode.Launch``) of the first step ``steps`` times, built but not run, so
+        that what the device compiled for them can be read back (``inspect_codegen.device_resources``)."""
+        from . import kda_decode as kd
+
+        w, (mixed, a, b), idx = self.weights, self.tokens[0], self.indices[0]
+        if is_replayssm(impl):
+            return kd.replayssm_launches(
+                mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache, self.g_cache,
+                self.out, idx, self.cursors[0], None, True, None, precision=precision, check_values=False,
+                config=config, launches=REPLAYSSM_LAUNCHES[impl],
+            )  # fmt: skip
+        if impl == "standard_helion":
+            return kd.standard_launches(
+                mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None,
+                check_values=False, config=config,
+            )  # fmt: skip
+        raise ValueError(f"{impl!r} is not one of our kernels")
+
     def _fla_step(self, mixed, a, b, idx):
         """FLA's recurrent KDA kernel as a single-token decode: T=1 per sequence via cu_seqlens."""
         from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd

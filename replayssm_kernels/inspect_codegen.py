@@ -185,6 +185,63 @@ def compile_report(compiled) -> dict:
     }
 
 
+# Hopper and Ampere: at most 32 resident programs (thread blocks) an SM, registers allocated to a warp in
+# units of 256 (8 a thread), and 1 KB of shared memory reserved per program (CUDA occupancy rules)
+MAX_PROGRAMS_PER_SM, WARP_REGISTER_UNIT, SHARED_RESERVED = 32, 256, 1024
+
+
+def programs_per_sm(registers: int, num_warps: int, shared_bytes: int, props) -> int:
+    """The programs of one launch an SM can hold at once, by registers, warps and shared memory: the
+    occupancy limit, before any load imbalance. ``props`` is ``torch.cuda.get_device_properties``."""
+    warp_registers = -(-registers * 32 // WARP_REGISTER_UNIT) * WARP_REGISTER_UNIT
+    limits = [
+        MAX_PROGRAMS_PER_SM,
+        props.regs_per_multiprocessor // (warp_registers * num_warps),
+        props.max_threads_per_multi_processor // (32 * num_warps),
+    ]
+    if shared_bytes:
+        limits.append(props.shared_memory_per_multiprocessor // (shared_bytes + SHARED_RESERVED))
+    return min(limits)
+
+
+def device_resources(launch) -> dict:
+    """What the GPU's own Triton compiled for one ``kda_decode.Launch``, read after the launch has run
+    there: registers a thread, local memory a thread (spills; Triton's ``n_spills`` counts 4-byte words),
+    shared memory a program, warps, and ``programs_per_sm``. The offline numbers above come from the local
+    Triton; the GPU machine's may differ (run 35: fp32 120 offline, 140 there). {} off CUDA or when nothing
+    was compiled for it (an interpreter)."""
+    import triton
+
+    from . import kda_decode as kd
+
+    device = next(a.device for a in launch.args if isinstance(a, torch.Tensor))
+    if device.type != "cuda":
+        return {}
+    run = kd._kernel(launch.body, launch.config, launch.dot_precision).bind(launch.args).compile_config(launch.config)
+    compiled = [
+        kernel
+        for jit in run.__globals__.values()
+        if isinstance(jit, triton.runtime.jit.JITFunction)
+        for cache in jit.device_caches.values()
+        for kernel in cache[0].values()  # (kernel cache, ...) per device: every specialisation compiled
+    ]
+    if not compiled:
+        return {}
+    rows = []
+    for kernel in compiled:
+        kernel._init_handles()  # loads it if not yet (sets n_regs, n_spills)
+        rows.append((kernel.n_regs, kernel.n_spills * 4, kernel.metadata.shared, kernel.metadata.num_warps))
+    registers, local_bytes, shared, warps = max(rows)  # the specialisations agree so far; report the largest
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "registers": registers,
+        "local_bytes": local_bytes,
+        "shared_bytes": shared,
+        "num_warps": warps,
+        "programs_per_sm": programs_per_sm(registers, warps, shared, props),
+    }
+
+
 def _triton_bin() -> Path:
     """The folder of the CUDA tools (ptxas, nvdisasm) that Triton's wheel ships."""
     import triton

@@ -26,6 +26,7 @@ from replayssm_ref.harness import Problem, run_sequence
 from .bench import DTYPES, REPLAYSSM_LAUNCHES, Case, Workload, _dtype_pair, is_replayssm, time_graph
 from .configs import CONFIG_DIR, device_key, shape_class
 from .gpu_check import tolerance
+from .inspect_codegen import device_resources
 from .kda_decode import LAUNCH_KINDS, helion_fused_recurrent_kda_replayssm_decode
 
 # The fused ReplaySSM kernel (replayssm_fused): block_sizes = [V tile, K chunk], and range_num_stages[1]
@@ -95,6 +96,20 @@ def check_candidate(
         p_force=0.2,
     )  # fmt: skip
     return r.max_rel if r.untouched_ok and not r.nonfinite else float("inf")
+
+
+def _resources(work: Workload, impl: str, cfg) -> dict:
+    """The device's compile of each launch of a timed point, as columns ``<launch>_<field>`` (e.g.
+    ``state_registers``, ``state_local_bytes``, ``state_programs_per_sm``): ``device_resources``. A
+    failure to read them costs the columns, never the timing."""
+    if cfg == "autotune":
+        return {}
+    try:
+        plan = work.plan(impl, "fast", config=cfg)
+        return {f"{launch.name}_{k}": v for launch in plan for k, v in device_resources(launch).items()}
+    except Exception as exc:  # internals of Triton's caches; a new version may move them
+        print(f"  (no register readout: {type(exc).__name__}: {exc})", flush=True)
+        return {}
 
 
 def main(argv=None) -> int:
@@ -179,7 +194,7 @@ def main(argv=None) -> int:
                     continue
                 trials.append({"kernel": kernel, "state_dtype": sd, "cache_dtype": cd, "cache_length": L,
                                "config": json.dumps(cfg), "us_per_step": us, "max_rel": err,
-                               "correct": err <= tol})  # fmt: skip
+                               "correct": err <= tol, **_resources(work, impl, cfg)})  # fmt: skip
                 print(f"{kernel:18s} {sd}/{cd} L={L:<3d} {cfg}: {us:8.2f} us, max rel {err:.1e}", flush=True)
                 save()
                 if err > tol:  # timed for the record, never tabled

@@ -639,3 +639,42 @@ def test_tune_never_tables_a_config_that_misses_the_reference():
     tol = tune.tolerance("float32", "bfloat16", "fast")
     assert tune.check_candidate("replayssm_helion_split", config, case, DEVICE) <= tol
     assert tune.check_candidate("replayssm_helion_split", config, case, DEVICE, one_percent_off) > tol
+
+
+def test_programs_per_sm_follows_the_occupancy_rules():
+    """The residency ``tune`` records beside each device register count (H100 limits): registers are
+    allocated 8 a thread at a time, so 126 holds as many programs as 128 and 157 as 160; the 32-program
+    cap and shared memory (1 KB reserved a program) bind where registers do not."""
+    from types import SimpleNamespace
+
+    from replayssm_kernels.inspect_codegen import programs_per_sm
+
+    h100 = SimpleNamespace(
+        regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, shared_memory_per_multiprocessor=233472
+    )
+    for registers, warps, shared, want in [
+        (128, 2, 17408, 8),  # the fp32 L=16 entry's residency under maxnreg 128 (run 36)
+        (126, 2, 17408, 8),
+        (157, 2, 17408, 6),  # the same launch uncapped (offline)
+        (96, 2, 0, 10),
+        (100, 2, 0, 9),  # 104 allocated: 9 (10 if registers were not rounded up)
+        (32, 1, 0, 32),  # one-warp launch 1: the per-SM program cap
+        (64, 16, 0, 2),  # warps: 2048 threads
+        (32, 1, 100000, 2),  # shared memory
+    ]:
+        assert programs_per_sm(registers, warps, shared, h100) == want, (registers, warps, shared)
+
+
+def test_device_resources_is_empty_off_cuda():
+    """On the CPU nothing is compiled for a GPU, so ``tune``'s register columns are simply absent; the
+    plan they are read from is the step ``Workload.steps`` times (same launches, same configs)."""
+    from replayssm_kernels import bench
+    from replayssm_kernels.inspect_codegen import device_resources
+
+    work = bench.Workload(bench.Case(4, 2, 4, 16, 16, 4, "float32", "bfloat16"), sets=1, device=torch.device("cpu"))
+    config = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1, "prep_warps": 1}
+    plan = work.plan("replayssm_helion_two_launch", "fast", config=config)
+    assert [launch.name for launch in plan] == ["ring_weights", "state"]
+    assert [device_resources(launch) for launch in plan] == [{}, {}]
+    (standard,) = work.plan("standard_helion", "fast", config={"block_sizes": [16], "num_warps": 1})
+    assert standard.name == "standard" and device_resources(standard) == {}

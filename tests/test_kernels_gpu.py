@@ -213,3 +213,26 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(launches):
         assert relative_error(state, ref_state) < 1e-4
         assert relative_error(cache.d_cache, ref_rings[0]) < 1e-4
         assert torch.equal(buf[:, 0], snapshot[0][:, 0])  # the padding head of the strided buffer is untouched
+
+
+@pytest.mark.parametrize("extra", [{}, PERSISTENT], ids=["flat", "persistent_capped"])
+def test_device_resources_read_the_launch_that_ran(extra):
+    """``tune``'s register columns: after a timed step, each launch's own compile is found, with the warps
+    its config asked for, and a ``maxnreg`` cap shows in its register count."""
+    from replayssm_kernels.bench import Case, Workload
+    from replayssm_kernels.inspect_codegen import device_resources
+    from replayssm_kernels.kda_decode import run_launches
+
+    work = Workload(Case(64, 32, 32, 128, 128, 16, "float32", "bfloat16"), sets=1, device=torch.device("cuda"))
+    config = {"block_sizes": [64, 32], "num_warps": 2, "num_stages": 1, "prep_warps": 1, "flush_tiles": 16}
+    config |= {"flush_block_k": 16, "flush_weights": 1, **extra}
+    plan = work.plan("replayssm_helion_two_launch", "fast", config=config)
+    run_launches(plan)
+    torch.cuda.synchronize()
+    found = {launch.name: device_resources(launch) for launch in plan}
+    assert set(found) == {"ring_weights", "state"}
+    assert found["ring_weights"]["num_warps"] == 1 and found["state"]["num_warps"] == 2
+    for r in found.values():
+        assert 0 < r["registers"] <= 255 and r["local_bytes"] >= 0 and 1 <= r["programs_per_sm"] <= 32, r
+    if extra:
+        assert found["state"]["registers"] <= extra["maxnreg"]
