@@ -69,12 +69,18 @@ class Case:
         return TrafficShape(self.num_q_heads, self.num_v_heads, self.key_dim, self.value_dim, es, ec, ec, 2, 2)
 
 
-def cursor_schedule(batch: int, cache_length: int, device) -> list[torch.Tensor]:
+def cursor_schedule(batch: int, cache_length: int, device, shuffle_seed: int | None = None) -> list[torch.Tensor]:
     """``write_pos`` for each of the L steps of one cycle, rows staggered by ``row % L``.
 
     Equal to starting from ``c0`` and applying ``advance_write_pos`` after every step (no forced
-    flushes), which ``tests/test_bench.py`` checks."""
-    c0 = torch.arange(batch, device=device, dtype=torch.int32) % cache_length
+    flushes), which ``tests/test_cli_and_packaging.py`` checks. With ``shuffle_seed`` the same cursors
+    go to rows in a random order: the same flushes a step, no longer one row in every L. A kernel whose
+    programs take fixed, strided sets of rows (Helion's ``persistent_interleaved`` grid) can meet all
+    of a step's flush rows in a few of its programs under the regular order (run 37)."""
+    rows = torch.arange(batch, dtype=torch.int32)
+    if shuffle_seed is not None:
+        rows = rows[torch.randperm(batch, generator=torch.Generator().manual_seed(shuffle_seed))]
+    c0 = (rows % cache_length).to(device)
     return [((c0 + t) % cache_length).to(torch.int32) for t in range(cache_length)]
 
 
@@ -109,7 +115,7 @@ def _slot_sets(case: Case, l2_bytes: int, max_sets: int) -> int:
 class Workload:
     """State pool, rings and per-step inputs for one case; builds the step closures each impl times."""
 
-    def __init__(self, case: Case, sets: int, device, seed: int = 0):
+    def __init__(self, case: Case, sets: int, device, seed: int = 0, cursor_seed: int | None = None):
         self.case, self.sets, self.device = case, sets, device
         L = case.cache_length
         p = Problem(case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.value_dim, L, 0)
@@ -126,7 +132,7 @@ class Workload:
         self.indices = [
             torch.arange(s * case.batch, (s + 1) * case.batch, device=device, dtype=torch.int32) for s in range(sets)
         ]
-        self.cursors = cursor_schedule(case.batch, L, device)
+        self.cursors = cursor_schedule(case.batch, L, device, cursor_seed)
         self.out = torch.empty(case.batch, 1, HV, V, device=device, dtype=torch.bfloat16)
 
     def steps(self, impl: str, precision: str, config=None):

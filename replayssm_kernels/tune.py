@@ -145,6 +145,12 @@ def main(argv=None) -> int:
         help="JSON list of table entries to time instead of the grid (ring options "
         "are dropped for the standard kernel)",
     )
+    ap.add_argument(
+        "--cursor-seed",
+        type=int,
+        help="time with the cycle's cursors dealt to rows in a random order (bench.cursor_schedule) "
+        "instead of row %% L",
+    )
     ap.add_argument("--fresh", action="store_true", help="start the device's table empty instead of updating it")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -173,7 +179,7 @@ def main(argv=None) -> int:
         lengths = args.cache_lengths if kind != "standard" else [1]
         for L in lengths:
             case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
-            work = Workload(case, sets=1, device=device)
+            work = Workload(case, sets=1, device=device, cursor_seed=args.cursor_seed)
             impl = KINDS[kind]
             if args.points is not None:
                 candidates = args.points if kind != "standard" else _standard_points(args.points)
@@ -194,7 +200,8 @@ def main(argv=None) -> int:
                     continue
                 trials.append({"kernel": kernel, "state_dtype": sd, "cache_dtype": cd, "cache_length": L,
                                "config": json.dumps(cfg), "us_per_step": us, "max_rel": err,
-                               "correct": err <= tol, **_resources(work, impl, cfg)})  # fmt: skip
+                               "correct": err <= tol, "cursor_seed": args.cursor_seed,
+                               **_resources(work, impl, cfg)})  # fmt: skip
                 print(f"{kernel:18s} {sd}/{cd} L={L:<3d} {cfg}: {us:8.2f} us, max rel {err:.1e}", flush=True)
                 save()
                 if err > tol:  # timed for the record, never tabled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -66,8 +67,8 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
 def test_bench_cursor_schedule_is_what_advance_write_pos_gives():
     from replayssm_kernels.bench import cursor_schedule
 
-    for L in (1, 3, 8):
-        sched = cursor_schedule(10, L, "cpu")
+    for L, seed in itertools.product((1, 3, 8), (None, 0)):
+        sched = cursor_schedule(10, L, "cpu", seed)
         wp = sched[0].clone()
         for t in range(1, L):
             advance_write_pos(wp, L)
@@ -75,6 +76,10 @@ def test_bench_cursor_schedule_is_what_advance_write_pos_gives():
         # every row visits every cursor once per cycle, so natural flushes are spread over the steps
         assert sorted(torch.stack(sched)[:, 0].tolist()) == list(range(L))
         assert (torch.stack(sched) == L - 1).sum(0).tolist() == [1] * 10
+        # shuffled, the same cursors in another row order: the same number of flushes every step
+        regular = cursor_schedule(10, L, "cpu")
+        assert [sorted(w.tolist()) for w in sched] == [sorted(w.tolist()) for w in regular]
+    assert not torch.equal(cursor_schedule(64, 16, "cpu", 0)[0], cursor_schedule(64, 16, "cpu")[0])
 
 
 def test_bench_plan_is_the_ordered_union_of_its_groups():
