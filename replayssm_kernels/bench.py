@@ -277,6 +277,12 @@ def parse_args(argv=None):
     ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--max-sets", type=int, default=64, help="cap on rotated slot sets per graph")
     ap.add_argument("--rep-ms", type=int, default=200)
+    ap.add_argument(
+        "--cursor-seed",
+        type=int,
+        help="deal the cycle's cursors to rows in a random order (cursor_schedule; env.json records it) "
+        "instead of row %% L",
+    )
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     ap.add_argument("--csv-name", default="decode_throughput.csv")
     ap.add_argument("--append", action="store_true", help="add rows to an existing CSV instead of replacing it")
@@ -340,7 +346,7 @@ def main(argv=None) -> int:
         task = bar.add_task("sweep", total=len(cases))
         for case in cases:
             sets = _slot_sets(case, l2, args.max_sets)
-            work = Workload(case, sets, device)
+            work = Workload(case, sets, device, cursor_seed=args.cursor_seed)
             for impl in args.impls:
                 # Baselines do not depend on L or the ring dtype: time them once per shape, at L=1 sets.
                 key = (impl, case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.state_dtype)
