@@ -208,8 +208,8 @@ def device_resources(launch) -> dict:
     """What the GPU's own Triton compiled for one ``kda_decode.Launch``, read after the launch has run
     there: registers a thread, local memory a thread (spills; Triton's ``n_spills`` counts 4-byte words),
     shared memory a program, warps, and ``programs_per_sm``. The offline numbers above come from the local
-    Triton; the GPU machine's may differ (run 35: fp32 120 offline, 140 there). {} off CUDA or when nothing
-    was compiled for it (an interpreter)."""
+    Triton; the GPU machine's may differ (``flush_keep`` at fp32 L=16: 128 registers offline, 140 there,
+    runs 35 and 37). {} off CUDA or when nothing was compiled for it (an interpreter)."""
     import triton
 
     from . import kda_decode as kd
