@@ -22,6 +22,7 @@ The copy ceiling is a 1 GiB device-to-device copy timed with events in the same 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -135,53 +136,41 @@ class Workload:
         self.cursors = cursor_schedule(case.batch, L, device, cursor_seed)
         self.out = torch.empty(case.batch, 1, HV, V, device=device, dtype=torch.bfloat16)
 
+    def _decode_call(self, impl: str, t: int, idx, precision: str, config):
+        """(decode function, its ``*_launches`` twin, args, kwargs) of one of our kernels' steps: token ``t``
+        of the cycle on the rows ``idx``. The twin builds the same launches without running them."""
+        from . import kda_decode as kd
+
+        w, (mixed, a, b) = self.weights, self.tokens[t]
+        kwargs = {"check_values": False, "config": config}
+        if is_replayssm(impl):
+            args = (
+                mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache, self.g_cache,
+                self.out, idx, self.cursors[t], None, True, None,
+            )  # fmt: skip
+            kwargs |= {"precision": precision, "launches": REPLAYSSM_LAUNCHES[impl]}
+            return kd.helion_fused_recurrent_kda_replayssm_decode, kd.replayssm_launches, args, kwargs
+        if impl == "standard_helion":
+            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None)
+            return kd.helion_fused_recurrent_kda_packed_decode, kd.standard_launches, args, kwargs
+        raise ValueError(f"unknown impl {impl!r}")
+
     def steps(self, impl: str, precision: str, config=None):
         """The list of zero-argument launches that make one timed graph (sets x L steps)."""
-        from . import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
-
-        w, launches = self.weights, []
+        launches = []
         for idx, t in itertools.product(self.indices, range(self.case.cache_length)):
-            mixed, a, b = self.tokens[t]
-            if is_replayssm(impl):
-                wp, n = self.cursors[t], REPLAYSSM_LAUNCHES[impl]
-                launches.append(
-                    lambda mixed=mixed, a=a, b=b, idx=idx, wp=wp, n=n: helion_fused_recurrent_kda_replayssm_decode(
-                        mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache,
-                        self.g_cache, self.out, idx, wp, None, True, None, precision=precision, check_values=False,
-                        config=config, launches=n,
-                    )
-                )  # fmt: skip
-            elif impl == "standard_helion":
-                launches.append(
-                    lambda mixed=mixed, a=a, b=b, idx=idx: helion_fused_recurrent_kda_packed_decode(
-                        mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None,
-                        check_values=False, config=config,
-                    )
-                )  # fmt: skip
-            elif impl == "fla_fused_recurrent":
-                launches.append(self._fla_step(mixed, a, b, idx))
-            else:
-                raise ValueError(f"unknown impl {impl!r}")
+            if impl == "fla_fused_recurrent":
+                launches.append(self._fla_step(*self.tokens[t], idx))
+                continue
+            decode, _, args, kwargs = self._decode_call(impl, t, idx, precision, config)
+            launches.append(functools.partial(decode, *args, **kwargs))
         return launches
 
     def plan(self, impl: str, precision: str, config=None):
         """The launches (``kda_decode.Launch``) of the first step ``steps`` times, built but not run, so
         that what the device compiled for them can be read back (``inspect_codegen.device_resources``)."""
-        from . import kda_decode as kd
-
-        w, (mixed, a, b), idx = self.weights, self.tokens[0], self.indices[0]
-        if is_replayssm(impl):
-            return kd.replayssm_launches(
-                mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache, self.g_cache,
-                self.out, idx, self.cursors[0], None, True, None, precision=precision, check_values=False,
-                config=config, launches=REPLAYSSM_LAUNCHES[impl],
-            )  # fmt: skip
-        if impl == "standard_helion":
-            return kd.standard_launches(
-                mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None,
-                check_values=False, config=config,
-            )  # fmt: skip
-        raise ValueError(f"{impl!r} is not one of our kernels")
+        _, launches, args, kwargs = self._decode_call(impl, 0, self.indices[0], precision, config)
+        return launches(*args, **kwargs)
 
     def _fla_step(self, mixed, a, b, idx):
         """FLA's recurrent KDA kernel as a single-token decode: T=1 per sequence via cu_seqlens."""

@@ -81,16 +81,20 @@ def _plan(which: str, launches, common, caches, out, idx, write_pos, precision: 
     )
 
 
+def _bound(launch):
+    """Helion's bound kernel of one ``kda_decode.Launch``: the object the decode functions run."""
+    from . import kda_decode as kd
+
+    return kd._kernel(launch.body, launch.config, launch.dot_precision).bind(launch.args)
+
+
 def launch_source(launch) -> tuple[str, dict]:
     """(Triton source, {argument name: tensor}) of one ``kda_decode.Launch``."""
     import inspect
 
-    from . import kda_decode as kd
-
     names = list(inspect.signature(launch.body).parameters)
     tensors = {n: t for n, t in zip(names, launch.args, strict=False) if isinstance(t, torch.Tensor)}
-    kernel = kd._kernel(launch.body, launch.config, launch.dot_precision)
-    return kernel.bind(launch.args).to_triton_code(launch.config), tensors
+    return _bound(launch).to_triton_code(launch.config), tensors
 
 
 def generated_source(
@@ -212,12 +216,10 @@ def device_resources(launch) -> dict:
     runs 35 and 37). {} off CUDA or when nothing was compiled for it (an interpreter)."""
     import triton
 
-    from . import kda_decode as kd
-
     device = next(a.device for a in launch.args if isinstance(a, torch.Tensor))
     if device.type != "cuda":
         return {}
-    run = kd._kernel(launch.body, launch.config, launch.dot_precision).bind(launch.args).compile_config(launch.config)
+    run = _bound(launch).compile_config(launch.config)  # cached: the host function that ran
     compiled = [
         kernel
         for jit in run.__globals__.values()
