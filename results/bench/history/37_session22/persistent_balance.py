@@ -17,7 +17,8 @@ items one program gets, and the mean flushing items a program gets.
 program gets over the mean, counting a flushing item as ``r`` non-flushing ones, with ``r`` the ratio of
 an all-flush state launch to a no-flush one in Nsight Compute (``../35_*/ncu_summary.csv``, the entry's
 rows from run 34, per state dtype). Where it is well above 1, some programs run on after the rest have
-finished, with the SM nearly empty. A model, not a measurement. Writes ``persistent_balance.csv``.
+finished, with the SM nearly empty. A model, not a measurement. Writes ``persistent_balance.csv`` and
+``persistent_balance.env.json`` (the machine and versions it ran with; no GPU needed).
 """
 
 import math
@@ -30,6 +31,7 @@ import torch
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[3]))
 from replayssm_kernels.bench import cursor_schedule  # noqa: E402
+from replayssm_kernels.envinfo import write_env_json  # noqa: E402
 
 B, HV, V, BV, L, NUM_SM = 256, 32, 128, 64, 16, 132
 ITEMS = B * HV * (V // BV)
@@ -70,5 +72,7 @@ for pid_type in ("persistent_interleaved", "persistent_blocked"):
             )  # fmt: skip
 out = pd.DataFrame(rows)
 out.to_csv(HERE / "persistent_balance.csv", index=False)
+config = {"command": "python results/bench/history/37_session22/persistent_balance.py", "flush_cost_ratio": RATIO}
+write_env_json(HERE / "persistent_balance.env.json", config=config | {"num_sm": NUM_SM, "items": ITEMS})
 print(f"flush / no-flush item cost (Nsight Compute, run 34): {RATIO}")
 print(out.to_string(index=False))
