@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Session 23's device call, from the repository root with the wheels installed and OUT set:
+#   bash results/bench/history/38_*/call_session23.sh
+# On an H200: ../37_*/call_h200_short.sh (NOTES item 0's short form, ~200 s).
+# On any other GPU: NOTES item 1 (iii), what a flush item waits on. Nsight Compute on the two-launch
+# state launch at L=16 (the table's entry, fp32 state, bf16 rings) with no, steady and every row
+# flushing: the warp-state section plus every stall reason as cycles per issued instruction
+# (smsp__average_warps_issue_stalled_*_per_issue_active), then, for the all-flush launch, the
+# per-SASS-instruction stall samples (SourceCounters, source page as CSV).
+set -uo pipefail
+HERE=$(dirname "$0")
+O=${OUT:-/tmp/out}
+mkdir -p "$O"
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "gpu: $GPU"
+case "$GPU" in *H200*) exec bash "$HERE"/../37_*/call_h200_short.sh ;; esac
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+"$NCU" --version | tail -1
+python - "$O/env.json" <<'PY'
+import sys
+from pathlib import Path
+from replayssm_kernels.envinfo import write_env_json
+write_env_json(Path(sys.argv[1]), {"command": "bash results/bench/history/38_session23/call_session23.sh",
+    "what": "ncu on ../33_*/ncu_state.py --dtype float32 --mode none|steady|all (B=256, HV=32, K=V=128, L=16, bf16 rings)"})
+PY
+STATE="$HERE/../33_7b3c9e3-flush-cost/ncu_state.py"
+STALLS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+for mode in ${MODES:-none steady all}; do
+  timeout 150 "$NCU" --clock-control none --nvtx --nvtx-include prof/ --section WarpStateStats \
+    --section SpeedOfLight --section Occupancy --metrics "$STALLS,smsp__inst_executed.sum,dram__bytes_read.sum" \
+    --csv --page details python "$STATE" --mode "$mode" --dtype float32 >"$O/raw_$mode.csv" 2>>"$O/ncu_err.txt"
+  echo "$mode rc=$? $(grep -c '^"' "$O/raw_$mode.csv") rows"
+done
+timeout 200 "$NCU" --clock-control none --nvtx --nvtx-include prof/ --section SourceCounters --section WarpStateStats \
+  -f -o /tmp/all_src python "$STATE" --mode all --dtype float32 >/dev/null 2>>"$O/ncu_err.txt"
+echo "source report rc=$?"
+"$NCU" --import /tmp/all_src.ncu-rep --page source --print-source sass --csv >"$O/source_all_sass.csv" 2>>"$O/ncu_err.txt"
+echo "source page rc=$? $(wc -l <"$O/source_all_sass.csv") lines"
+tail -5 "$O/ncu_err.txt"
+python - "$O" <<'PY'  # ncu's CSV follows the program's output: keep its quoted rows, one file for the three modes
+import glob, io, os, sys, pandas as pd
+out = sys.argv[1]
+frames = []
+for p in sorted(glob.glob(f"{out}/raw_*.csv")):
+    rows = [line for line in open(p) if line.startswith('"')]
+    if rows:
+        frames.append(pd.read_csv(io.StringIO("".join(rows))).assign(run=os.path.basename(p)[4:-4]))
+        os.remove(p)
+if frames:
+    d = pd.concat(frames)
+    d.to_csv(f"{out}/ncu_stalls.csv", index=False)
+    s = d[d["Metric Name"].str.contains("issue_stalled", na=False)].copy()
+    s["reason"] = s["Metric Name"].str.extract(r"stalled_(.*)_per_issue")[0]
+    s["v"] = pd.to_numeric(s["Metric Value"].astype(str).str.replace(",", ""), errors="coerce")
+    print(s.pivot_table(index="reason", columns="run", values="v").sort_values(s["run"].iloc[-1], ascending=False).round(2).to_string())
+PY
