@@ -52,5 +52,5 @@ if frames:
     s = d[d["Metric Name"].str.contains("issue_stalled", na=False)].copy()
     s["reason"] = s["Metric Name"].str.extract(r"stalled_(.*)_per_issue")[0]
     s["v"] = pd.to_numeric(s["Metric Value"].astype(str).str.replace(",", ""), errors="coerce")
-    print(s.pivot_table(index="reason", columns="run", values="v").sort_values(s["run"].iloc[-1], ascending=False).round(2).to_string())
+    print(s.pivot_table(index="reason", columns="run", values="v").sort_values(s["run"].max() if "all" not in set(s["run"]) else "all", ascending=False).round(2).to_string())
 PY
