@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Session 23's device call, from the repository root with the wheels installed and OUT set:
-#   bash results/bench/history/38_*/call_session23.sh
-# On an H200: ../37_*/call_h200_short.sh (NOTES item 0's short form, ~200 s).
-# On any other GPU: NOTES item 1 (iii), what a flush item waits on. Nsight Compute on the two-launch
+# Session 23's device calls, from the repository root with the wheels installed and OUT set:
+#   CALL=1 bash results/bench/history/38_*/call_session23.sh
+# On an H200 (any CALL): ../37_*/call_h200_short.sh (NOTES item 0's short form, ~200 s).
+# CALL=2 on any other GPU: more warps per checkpoint element in the two-launch state launch, where the
+# flush's FK loop is issue-latency bound (call 1): the tuner at L = 16 then 8, both state dtypes, the
+# table's entry against the same entry with a [64, 32] tile at 4 and 8 warps and a [32, 32] tile at
+# 2 warps (offline sm_90, fp32 L=16: 72 / 64 / 72 registers against the entry's 119). Times only.
+# CALL=1 on any other GPU: NOTES item 1 (iii), what a flush item waits on. Nsight Compute on the two-launch
 # state launch at L=16 (the table's entry, fp32 state, bf16 rings) with no, steady and every row
 # flushing: the warp-state section plus every stall reason as cycles per issued instruction
 # (smsp__average_warps_issue_stalled_*_per_issue_active), then, for the all-flush launch, the
@@ -14,6 +18,20 @@ mkdir -p "$O"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "gpu: $GPU"
 case "$GPU" in *H200*) exec bash "$HERE"/../37_*/call_h200_short.sh ;; esac
+if [ "${CALL:-1}" = 2 ]; then
+  for L in 16 8; do
+    for sd in float32 bfloat16; do
+      points=$(python -c "import json; from replayssm_kernels.configs import device_key, lookup
+entry, _ = lookup('replayssm', device_key('cuda'), '$sd', 'K128-V128-LB$L')
+tiles = [([64, 32], 4), ([32, 32], 2), ([64, 32], 8)]
+print(json.dumps([entry] + [entry | {'block_sizes': b, 'num_warps': w} for b, w in tiles]))")
+      timeout "${TUNE_LIMIT:-140}" python -m replayssm_kernels.tune --kernels replayssm --cache-lengths "$L" \
+        --dtype-pairs "$sd/bfloat16" --points "$points" --rep-ms 20 --trials-csv "$O/L$L/$sd/trials.csv" 2>&1 |
+        grep -v Warn | tail -8
+    done
+  done
+  exit
+fi
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 "$NCU" --version | tail -1
 python - "$O/env.json" <<'PY'

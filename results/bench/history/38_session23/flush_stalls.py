@@ -1,0 +1,71 @@
+"""Run 38: where the all-flush state launch's warps wait, from Nsight Compute (raw/call1).
+
+    python results/bench/history/38_session23/flush_stalls.py   # writes flush_stalls.csv and stall_reasons.csv
+
+flush_stalls.csv: the SASS of the two-launch state launch (fp32 state, L=16, every row flushing) cut into
+straight runs of instructions that execute equally often; a run's `trips` is its executions per warp
+(1: once per program, 4: the K loop at KC=32, 8: the flush's FK loop at FK=16). Per run: instructions
+executed, warp stall samples, their share, and the samples of the top stall reasons.
+stall_reasons.csv: every stall reason in cycles per issued instruction, for no / steady / all rows
+flushing, with each launch's duration and instructions executed."""
+
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+RAW = HERE / "raw" / "call1"
+
+
+def _num(s: pd.Series) -> pd.Series:
+    return pd.to_numeric(s.astype(str).str.replace(",", ""), errors="coerce")
+
+
+def regions() -> pd.DataFrame:
+    sass = pd.read_csv(RAW / "source_all_sass.csv", skiprows=1)  # line 1 names the kernel
+    reasons = [c for c in sass.columns if c.startswith("stall_") and "Not Issued" not in c]
+    for c in ["Warp Stall Sampling (All Samples)", "Instructions Executed", *reasons]:
+        sass[c] = _num(sass[c])
+    execs = sass["Instructions Executed"]
+    warps = execs.iloc[0]  # the kernel's first instruction runs once per warp
+    run_id = (execs != execs.shift()).cumsum()
+    total = sass["Warp Stall Sampling (All Samples)"].sum()
+    rows = []
+    for _, part in sass.groupby(run_id, sort=False):
+        samples = part["Warp Stall Sampling (All Samples)"].sum()
+        top = part[reasons].sum().sort_values(ascending=False)
+        rows.append({
+            "first_sass_line": part.index[0], "last_sass_line": part.index[-1],
+            "first_instruction": part["Source"].iloc[0].strip(),
+            "trips": part["Instructions Executed"].iloc[0] / warps,
+            "instructions_executed": int(part["Instructions Executed"].sum()),
+            "stall_samples": int(samples), "share_of_samples": samples / total,
+            **{f"top{i}_{k}": v for i, (k, v) in enumerate([("reason", r) for r in top.index[:3]], 1)},
+            **{f"top{i}_samples": int(top.iloc[i - 1]) for i in (1, 2, 3)},
+            "hottest_instruction": part.loc[part["Warp Stall Sampling (All Samples)"].idxmax(), "Source"].strip(),
+            "hottest_samples": int(part["Warp Stall Sampling (All Samples)"].max()),
+        })
+    out = pd.DataFrame(rows)
+    # runs of a few instructions between the big ones are kept only where they hold 1% of the samples
+    return out[out["share_of_samples"] >= 0.01].reset_index(drop=True)
+
+
+def stall_reasons() -> pd.DataFrame:
+    d = pd.read_csv(RAW / "ncu_stalls.csv")
+    d["value"] = _num(d["Metric Value"])
+    s = d[d["Metric Name"].str.contains("issue_stalled", na=False)].copy()
+    s["reason"] = s["Metric Name"].str.extract(r"stalled_(.*)_per_issue")[0]
+    table = s.pivot_table(index="reason", columns="run", values="value")
+    table = table[["none", "steady", "all"]].sort_values("all", ascending=False)
+    table.columns = [f"cycles_per_issue_{c}" for c in table.columns]
+    extra = d[d["Metric Name"].isin(["Duration", "smsp__inst_executed.sum", "Warp Cycles Per Issued Instruction"])]
+    extra = extra.pivot_table(index="Metric Name", columns="run", values="value")[["none", "steady", "all"]]
+    extra.columns = table.columns
+    return pd.concat([table, extra]).rename_axis("reason_or_metric").reset_index()
+
+
+if __name__ == "__main__":
+    regions().to_csv(HERE / "flush_stalls.csv", index=False)
+    stall_reasons().to_csv(HERE / "stall_reasons.csv", index=False)
+    print(pd.read_csv(HERE / "flush_stalls.csv").to_string())
+    print(pd.read_csv(HERE / "stall_reasons.csv").round(2).to_string())
