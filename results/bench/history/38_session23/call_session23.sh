@@ -6,6 +6,9 @@
 # flush's FK loop is issue-latency bound (call 1): the tuner at L = 16 then 8, both state dtypes, the
 # table's entry against the same entry with a [64, 32] tile at 4 and 8 warps and a [32, 32] tile at
 # 2 warps (offline sm_90, fp32 L=16: 72 / 64 / 72 registers against the entry's 119). Times only.
+# CALL=3 on any other GPU: call 1's profile of the all-flush launch again with flush_dot tf32 (the
+# rank-16 update on tensor cores, run 33: no faster), to see what the dot saves in instructions and what
+# it adds (EXTRA and MODES below; files named *_tf32).
 # CALL=1 on any other GPU: NOTES item 1 (iii), what a flush item waits on. Nsight Compute on the two-launch
 # state launch at L=16 (the table's entry, fp32 state, bf16 rings) with no, steady and every row
 # flushing: the warp-state section plus every stall reason as cycles per issued instruction
@@ -34,28 +37,32 @@ print(json.dumps([entry] + [entry | {'block_sizes': b, 'num_warps': w} for b, w 
 fi
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 "$NCU" --version | tail -1
-python - "$O/env.json" <<'PY'
-import sys
+EXTRA='{}'
+TAG=
+if [ "${CALL:-1}" = 3 ]; then EXTRA='{"flush_dot": "tf32"}'; TAG=_tf32; MODES=${MODES:-all}; fi
+EXTRA=$EXTRA python - "$O/env$TAG.json" <<'PY'
+import os, sys
 from pathlib import Path
 from replayssm_kernels.envinfo import write_env_json
 write_env_json(Path(sys.argv[1]), {"command": "bash results/bench/history/38_session23/call_session23.sh",
-    "what": "ncu on ../33_*/ncu_state.py --dtype float32 --mode none|steady|all (B=256, HV=32, K=V=128, L=16, bf16 rings)"})
+    "what": "ncu on ../33_*/ncu_state.py --dtype float32 --mode none|steady|all (B=256, HV=32, K=V=128, L=16, bf16 rings)",
+    "extra": os.environ["EXTRA"]})
 PY
 STATE="$HERE/../33_7b3c9e3-flush-cost/ncu_state.py"
 STALLS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
 for mode in ${MODES:-none steady all}; do
   timeout 150 "$NCU" --clock-control none --nvtx --nvtx-include prof/ --section WarpStateStats \
     --section SpeedOfLight --section Occupancy --metrics "$STALLS,smsp__inst_executed.sum,dram__bytes_read.sum" \
-    --csv --page details python "$STATE" --mode "$mode" --dtype float32 >"$O/raw_$mode.csv" 2>>"$O/ncu_err.txt"
-  echo "$mode rc=$? $(grep -c '^"' "$O/raw_$mode.csv") rows"
+    --csv --page details python "$STATE" --mode "$mode" --dtype float32 --extra "$EXTRA" >"$O/raw_$mode$TAG.csv" 2>>"$O/ncu_err.txt"
+  echo "$mode rc=$? $(grep -c '^"' "$O/raw_$mode$TAG.csv") rows"
 done
 timeout 200 "$NCU" --clock-control none --nvtx --nvtx-include prof/ --section SourceCounters --section WarpStateStats \
-  -f -o /tmp/all_src python "$STATE" --mode all --dtype float32 >/dev/null 2>>"$O/ncu_err.txt"
+  -f -o /tmp/all_src python "$STATE" --mode all --dtype float32 --extra "$EXTRA" >/dev/null 2>>"$O/ncu_err.txt"
 echo "source report rc=$?"
-"$NCU" --import /tmp/all_src.ncu-rep --page source --print-source sass --csv >"$O/source_all_sass.csv" 2>>"$O/ncu_err.txt"
-echo "source page rc=$? $(wc -l <"$O/source_all_sass.csv") lines"
+"$NCU" --import /tmp/all_src.ncu-rep --page source --print-source sass --csv >"$O/source_all_sass$TAG.csv" 2>>"$O/ncu_err.txt"
+echo "source page rc=$? $(wc -l <"$O/source_all_sass$TAG.csv") lines"
 tail -5 "$O/ncu_err.txt"
-python - "$O" <<'PY'  # ncu's CSV follows the program's output: keep its quoted rows, one file for the three modes
+TAG=$TAG python - "$O" <<'PY'  # ncu's CSV follows the program's output: keep its quoted rows, one file for the three modes
 import glob, io, os, sys, pandas as pd
 out = sys.argv[1]
 frames = []
@@ -66,7 +73,7 @@ for p in sorted(glob.glob(f"{out}/raw_*.csv")):
         os.remove(p)
 if frames:
     d = pd.concat(frames)
-    d.to_csv(f"{out}/ncu_stalls.csv", index=False)
+    d.to_csv(f"{out}/ncu_stalls{os.environ.get('TAG', '')}.csv", index=False)
     s = d[d["Metric Name"].str.contains("issue_stalled", na=False)].copy()
     s["reason"] = s["Metric Name"].str.extract(r"stalled_(.*)_per_issue")[0]
     s["v"] = pd.to_numeric(s["Metric Value"].astype(str).str.replace(",", ""), errors="coerce")
