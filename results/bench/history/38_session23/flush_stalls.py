@@ -1,28 +1,32 @@
-"""Run 38: where the all-flush state launch's warps wait, from Nsight Compute (raw/call1).
+"""Run 38: where the all-flush state launch's warps wait, from Nsight Compute (raw/call1; raw/call3 the
+same launch with the flush's dot on TF32 tensor cores, `flush_dot` "tf32").
 
     python results/bench/history/38_session23/flush_stalls.py   # writes flush_stalls.csv and stall_reasons.csv
 
 flush_stalls.csv: the SASS of the two-launch state launch (fp32 state, L=16, every row flushing) cut into
 straight runs of instructions that execute equally often; a run's `trips` is its executions per warp
 (1: once per program, 4: the K loop at KC=32, 8: the flush's FK loop at FK=16). Per run: instructions
-executed, warp stall samples, their share, and the samples of the top stall reasons.
+executed, warp stall samples, their share, and the samples of the top stall reasons; `flush_dot` names
+the variant (ieee: the table's entry, FMAs; tf32).
 stall_reasons.csv: every stall reason in cycles per issued instruction, for no / steady / all rows
-flushing, with each launch's duration and instructions executed."""
+flushing (and all with tf32), with each launch's duration, instructions executed and DRAM bytes read."""
 
 from pathlib import Path
 
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-RAW = HERE / "raw" / "call1"
+RAW = HERE / "raw"
+SOURCES = {"ieee": RAW / "call1" / "source_all_sass.csv", "tf32": RAW / "call3" / "source_all_sass_tf32.csv"}
+DETAILS = [RAW / "call1" / "ncu_stalls.csv", RAW / "call3" / "ncu_stalls_tf32.csv"]
 
 
 def _num(s: pd.Series) -> pd.Series:
     return pd.to_numeric(s.astype(str).str.replace(",", ""), errors="coerce")
 
 
-def regions() -> pd.DataFrame:
-    sass = pd.read_csv(RAW / "source_all_sass.csv", skiprows=1)  # line 1 names the kernel
+def regions(path: Path) -> pd.DataFrame:
+    sass = pd.read_csv(path, skiprows=1)  # line 1 names the kernel
     reasons = [c for c in sass.columns if c.startswith("stall_") and "Not Issued" not in c]
     for c in ["Warp Stall Sampling (All Samples)", "Instructions Executed", *reasons]:
         sass[c] = _num(sass[c])
@@ -51,21 +55,22 @@ def regions() -> pd.DataFrame:
 
 
 def stall_reasons() -> pd.DataFrame:
-    d = pd.read_csv(RAW / "ncu_stalls.csv")
+    d = pd.concat([pd.read_csv(p) for p in DETAILS])
     d["value"] = _num(d["Metric Value"])
     s = d[d["Metric Name"].str.contains("issue_stalled", na=False)].copy()
     s["reason"] = s["Metric Name"].str.extract(r"stalled_(.*)_per_issue")[0]
     table = s.pivot_table(index="reason", columns="run", values="value")
-    table = table[["none", "steady", "all"]].sort_values("all", ascending=False)
+    table = table[["none", "steady", "all", "all_tf32"]].sort_values("all", ascending=False)
     table.columns = [f"cycles_per_issue_{c}" for c in table.columns]
-    extra = d[d["Metric Name"].isin(["Duration", "smsp__inst_executed.sum", "Warp Cycles Per Issued Instruction"])]
-    extra = extra.pivot_table(index="Metric Name", columns="run", values="value")[["none", "steady", "all"]]
+    extra = d[d["Metric Name"].isin(["Duration", "smsp__inst_executed.sum", "Warp Cycles Per Issued Instruction", "dram__bytes_read.sum"])]
+    extra = extra.pivot_table(index="Metric Name", columns="run", values="value")[["none", "steady", "all", "all_tf32"]]
     extra.columns = table.columns
     return pd.concat([table, extra]).rename_axis("reason_or_metric").reset_index()
 
 
 if __name__ == "__main__":
-    regions().to_csv(HERE / "flush_stalls.csv", index=False)
+    parts = [regions(p).assign(flush_dot=name) for name, p in SOURCES.items()]
+    pd.concat(parts).to_csv(HERE / "flush_stalls.csv", index=False)
     stall_reasons().to_csv(HERE / "stall_reasons.csv", index=False)
     print(pd.read_csv(HERE / "flush_stalls.csv").to_string())
     print(pd.read_csv(HERE / "stall_reasons.csv").round(2).to_string())
