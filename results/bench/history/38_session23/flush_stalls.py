@@ -38,17 +38,21 @@ def regions(path: Path) -> pd.DataFrame:
     for _, part in sass.groupby(run_id, sort=False):
         samples = part["Warp Stall Sampling (All Samples)"].sum()
         top = part[reasons].sum().sort_values(ascending=False)
-        rows.append({
-            "first_sass_line": part.index[0], "last_sass_line": part.index[-1],
-            "first_instruction": part["Source"].iloc[0].strip(),
-            "trips": part["Instructions Executed"].iloc[0] / warps,
-            "instructions_executed": int(part["Instructions Executed"].sum()),
-            "stall_samples": int(samples), "share_of_samples": samples / total,
-            **{f"top{i}_{k}": v for i, (k, v) in enumerate([("reason", r) for r in top.index[:3]], 1)},
-            **{f"top{i}_samples": int(top.iloc[i - 1]) for i in (1, 2, 3)},
-            "hottest_instruction": part.loc[part["Warp Stall Sampling (All Samples)"].idxmax(), "Source"].strip(),
-            "hottest_samples": int(part["Warp Stall Sampling (All Samples)"].max()),
-        })
+        rows.append(
+            {
+                "first_sass_line": part.index[0],
+                "last_sass_line": part.index[-1],
+                "first_instruction": part["Source"].iloc[0].strip(),
+                "trips": part["Instructions Executed"].iloc[0] / warps,
+                "instructions_executed": int(part["Instructions Executed"].sum()),
+                "stall_samples": int(samples),
+                "share_of_samples": samples / total,
+                **{f"top{i}_{k}": v for i, (k, v) in enumerate([("reason", r) for r in top.index[:3]], 1)},
+                **{f"top{i}_samples": int(top.iloc[i - 1]) for i in (1, 2, 3)},
+                "hottest_instruction": part.loc[part["Warp Stall Sampling (All Samples)"].idxmax(), "Source"].strip(),
+                "hottest_samples": int(part["Warp Stall Sampling (All Samples)"].max()),
+            }
+        )
     out = pd.DataFrame(rows)
     # runs of a few instructions between the big ones are kept only where they hold 1% of the samples
     return out[out["share_of_samples"] >= 0.01].reset_index(drop=True)
@@ -62,7 +66,8 @@ def stall_reasons() -> pd.DataFrame:
     table = s.pivot_table(index="reason", columns="run", values="value")
     table = table[["none", "steady", "all", "all_tf32"]].sort_values("all", ascending=False)
     table.columns = [f"cycles_per_issue_{c}" for c in table.columns]
-    extra = d[d["Metric Name"].isin(["Duration", "smsp__inst_executed.sum", "Warp Cycles Per Issued Instruction", "dram__bytes_read.sum"])]
+    metrics = ["Duration", "smsp__inst_executed.sum", "Warp Cycles Per Issued Instruction", "dram__bytes_read.sum"]
+    extra = d[d["Metric Name"].isin(metrics)]
     extra = extra.pivot_table(index="Metric Name", columns="run", values="value")[["none", "steady", "all", "all_tf32"]]
     extra.columns = table.columns
     return pd.concat([table, extra]).rename_axis("reason_or_metric").reset_index()
