@@ -9,6 +9,8 @@
 # CALL=3 on any other GPU: call 1's profile of the all-flush launch again with flush_dot tf32 (the
 # rank-16 update on tensor cores, run 33: no faster), to see what the dot saves in instructions and what
 # it adds (EXTRA and MODES below; files named *_tf32).
+# CALL=4 on any other GPU: launch 1 (ring weights, NOTES item 3) under Nsight Compute the same way,
+# fp32 state, steady and every row flushing (ncu_launch.py; files named *_launch1).
 # CALL=1 on any other GPU: NOTES item 1 (iii), what a flush item waits on. Nsight Compute on the two-launch
 # state launch at L=16 (the table's entry, fp32 state, bf16 rings) with no, steady and every row
 # flushing: the warp-state section plus every stall reason as cycles per issued instruction
@@ -39,28 +41,29 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin
 "$NCU" --version | tail -1
 EXTRA='{}'
 TAG=
+STATE="$HERE/../33_7b3c9e3-flush-cost/ncu_state.py"
 if [ "${CALL:-1}" = 3 ]; then EXTRA='{"flush_dot": "tf32"}'; TAG=_tf32; MODES=${MODES:-all}; fi
-EXTRA=$EXTRA python - "$O/env$TAG.json" <<'PY'
+if [ "${CALL:-1}" = 4 ]; then STATE="$HERE/ncu_launch.py"; TAG=_launch1; MODES=${MODES:-steady all}; SRC_MODE=steady; fi
+EXTRA=$EXTRA STATE=$STATE python - "$O/env$TAG.json" <<'PY'
 import os, sys
 from pathlib import Path
 from replayssm_kernels.envinfo import write_env_json
 write_env_json(Path(sys.argv[1]), {"command": "bash results/bench/history/38_session23/call_session23.sh",
-    "what": "ncu on ../33_*/ncu_state.py --dtype float32 --mode none|steady|all (B=256, HV=32, K=V=128, L=16, bf16 rings)",
+    "what": "ncu on " + os.environ["STATE"] + " --dtype float32 (B=256, HV=32, K=V=128, L=16, bf16 rings)",
     "extra": os.environ["EXTRA"]})
 PY
-STATE="$HERE/../33_7b3c9e3-flush-cost/ncu_state.py"
 STALLS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
 for mode in ${MODES:-none steady all}; do
   timeout 150 "$NCU" --clock-control none --nvtx --nvtx-include prof/ --section WarpStateStats \
-    --section SpeedOfLight --section Occupancy --metrics "$STALLS,smsp__inst_executed.sum,dram__bytes_read.sum" \
+    --section SpeedOfLight --section Occupancy --metrics "$STALLS,smsp__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum" \
     --csv --page details python "$STATE" --mode "$mode" --dtype float32 --extra "$EXTRA" >"$O/raw_$mode$TAG.csv" 2>>"$O/ncu_err.txt"
   echo "$mode rc=$? $(grep -c '^"' "$O/raw_$mode$TAG.csv") rows"
 done
 timeout 200 "$NCU" --clock-control none --nvtx --nvtx-include prof/ --section SourceCounters --section WarpStateStats \
-  -f -o /tmp/all_src python "$STATE" --mode all --dtype float32 --extra "$EXTRA" >/dev/null 2>>"$O/ncu_err.txt"
+  -f -o /tmp/all_src python "$STATE" --mode "${SRC_MODE:-all}" --dtype float32 --extra "$EXTRA" >/dev/null 2>>"$O/ncu_err.txt"
 echo "source report rc=$?"
-"$NCU" --import /tmp/all_src.ncu-rep --page source --print-source sass --csv >"$O/source_all_sass$TAG.csv" 2>>"$O/ncu_err.txt"
-echo "source page rc=$? $(wc -l <"$O/source_all_sass$TAG.csv") lines"
+"$NCU" --import /tmp/all_src.ncu-rep --page source --print-source sass --csv >"$O/source_${SRC_MODE:-all}_sass$TAG.csv" 2>>"$O/ncu_err.txt"
+echo "source page rc=$? $(wc -l <"$O/source_${SRC_MODE:-all}_sass$TAG.csv") lines"
 tail -5 "$O/ncu_err.txt"
 TAG=$TAG python - "$O" <<'PY'  # ncu's CSV follows the program's output: keep its quoted rows, one file for the three modes
 import glob, io, os, sys, pandas as pd
