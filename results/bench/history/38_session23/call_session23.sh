@@ -62,7 +62,9 @@ done
 timeout 200 "$NCU" --clock-control none --nvtx --nvtx-include prof/ --section SourceCounters --section WarpStateStats \
   -f -o /tmp/all_src python "$STATE" --mode "${SRC_MODE:-all}" --dtype float32 --extra "$EXTRA" >/dev/null 2>>"$O/ncu_err.txt"
 echo "source report rc=$?"
-"$NCU" --import /tmp/all_src.ncu-rep --page source --print-source sass --csv >"$O/source_${SRC_MODE:-all}_sass$TAG.csv" 2>>"$O/ncu_err.txt"
+# (its first line names the kernel, in fewer fields than the table: dropped, so the CSV is rectangular)
+"$NCU" --import /tmp/all_src.ncu-rep --page source --print-source sass --csv 2>>"$O/ncu_err.txt" | tail -n +2 \
+  >"$O/source_${SRC_MODE:-all}_sass$TAG.csv"
 echo "source page rc=$? $(wc -l <"$O/source_${SRC_MODE:-all}_sass$TAG.csv") lines"
 tail -5 "$O/ncu_err.txt"
 TAG=$TAG python - "$O" <<'PY'  # ncu's CSV follows the program's output: keep its quoted rows, one file for the three modes

@@ -26,7 +26,7 @@ def _num(s: pd.Series) -> pd.Series:
 
 
 def regions(path: Path) -> pd.DataFrame:
-    sass = pd.read_csv(path, skiprows=1)  # line 1 names the kernel
+    sass = pd.read_csv(path)
     reasons = [c for c in sass.columns if c.startswith("stall_") and "Not Issued" not in c]
     for c in ["Warp Stall Sampling (All Samples)", "Instructions Executed", *reasons]:
         sass[c] = _num(sass[c])
