@@ -2,8 +2,8 @@
 # Session 23's device calls, from the repository root with the wheels installed and OUT set:
 #   CALL=1 bash results/bench/history/38_*/call_session23.sh
 # On an H200 (any CALL): ../37_*/call_h200_short.sh (NOTES item 0's short form, ~200 s).
-# CALL=2 on any other GPU: more warps per checkpoint element in the two-launch state launch, where the
-# flush's FK loop is issue-latency bound (call 1): the tuner at L = 16 then 8, both state dtypes, the
+# CALL=2 on any other GPU: more warps per checkpoint element in the two-launch state launch, where call 1
+# read the flush's FK loop as bound by its instructions (call 3 then showed it is not): the tuner at L = 16 then 8, both state dtypes, the
 # table's entry against the same entry with a [64, 32] tile at 4 and 8 warps and a [32, 32] tile at
 # 2 warps (offline sm_90, fp32 L=16: 72 / 64 / 72 registers against the entry's 119). Times only.
 # CALL=3 on any other GPU: call 1's profile of the all-flush launch again with flush_dot tf32 (the
@@ -11,6 +11,8 @@
 # it adds (EXTRA and MODES below; files named *_tf32).
 # CALL=4 on any other GPU: launch 1 (ring weights, NOTES item 3) under Nsight Compute the same way,
 # fp32 state, steady and every row flushing (ncu_launch.py; files named *_launch1).
+# Calls 1 and 3 ran before the source page's first line was dropped here and the DRAM bytes written were
+# added to the metrics (the README says what changed).
 # CALL=1 on any other GPU: NOTES item 1 (iii), what a flush item waits on. Nsight Compute on the two-launch
 # state launch at L=16 (the table's entry, fp32 state, bf16 rings) with no, steady and every row
 # flushing: the warp-state section plus every stall reason as cycles per issued instruction
