@@ -3,6 +3,9 @@ same launch with the flush's dot on TF32 tensor cores, `flush_dot` "tf32").
 
     python results/bench/history/38_session23/flush_stalls.py   # writes flush_stalls.csv and stall_reasons.csv
 
+and ``flush_stalls.env.json`` beside them (this machine and the raw files read; the GPU's environment is
+each raw folder's own env.json).
+
 flush_stalls.csv: the SASS of the two-launch state launch (fp32 state, L=16, every row flushing) cut into
 straight runs of instructions that execute equally often; a run's `trips` is its executions per warp
 (1: once per program, 4: the K loop at KC=32, 8: the flush's FK loop at FK=16). Per run: instructions
@@ -11,11 +14,15 @@ the variant (ieee: the table's entry, FMAs; tf32).
 stall_reasons.csv: every stall reason in cycles per issued instruction, for no / steady / all rows
 flushing (and all with tf32), with each launch's duration, instructions executed and DRAM bytes read."""
 
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3]))
+from replayssm_kernels.envinfo import write_env_json  # noqa: E402
+
 RAW = HERE / "raw"
 SOURCES = {"ieee": RAW / "call1" / "source_all_sass.csv", "tf32": RAW / "call3" / "source_all_sass_tf32.csv"}
 DETAILS = [RAW / "call1" / "ncu_stalls.csv", RAW / "call3" / "ncu_stalls_tf32.csv"]
@@ -77,5 +84,8 @@ if __name__ == "__main__":
     parts = [regions(p).assign(flush_dot=name) for name, p in SOURCES.items()]
     pd.concat(parts).to_csv(HERE / "flush_stalls.csv", index=False)
     stall_reasons().to_csv(HERE / "stall_reasons.csv", index=False)
+    raw = [str(p.relative_to(HERE)) for p in [*SOURCES.values(), *DETAILS]]
+    command = "python results/bench/history/38_session23/flush_stalls.py"
+    write_env_json(HERE / "flush_stalls.env.json", config={"command": command, "reads": raw})
     print(pd.read_csv(HERE / "flush_stalls.csv").to_string())
     print(pd.read_csv(HERE / "stall_reasons.csv").round(2).to_string())
