@@ -1,13 +1,10 @@
-"""Helion kernels for ReplaySSM decode of Kimi Delta Attention, with the reference's signatures."""
+"""Helion kernels for ReplaySSM decode of Kimi Delta Attention, with the reference's signatures.
 
-from .kda_decode import (
-    PRECISIONS,
-    helion_fused_recurrent_kda_packed_decode,
-    helion_fused_recurrent_kda_replayssm_decode,
-)
+``decode`` holds the two public calls, ``plan`` turns a call into launches, ``kernels/`` holds one
+Helion body per launch, ``configs/`` the tuned tables (``options`` their typed kernel options), and
+``tools/`` the measuring commands (bench, tune, gpu_check, profile, codegen, ceiling, plots).
+"""
 
-__all__ = [
-    "PRECISIONS",
-    "helion_fused_recurrent_kda_packed_decode",
-    "helion_fused_recurrent_kda_replayssm_decode",
-]
+from .decode import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
+
+__all__ = ["helion_fused_recurrent_kda_packed_decode", "helion_fused_recurrent_kda_replayssm_decode"]

@@ -1,0 +1,116 @@
+"""Device helpers shared by the kernel bodies: the token's gate and norms, a row's cursor and slot, and
+the three forms of a flush's ring sum.
+
+Helion inlines these at trace time; they are plain tensor code on tiles. The names are the
+reference's (``replayssm_ref.replay``): ``S0`` the checkpoint, ``gamma``/``kappa``/``d`` a ring entry's
+log decay, key and delta, ``W_i = exp(sum_{i<m<c} gamma_m)`` its weight, ``alpha = e^g`` the current
+token's decay, ``c`` the row's cursor (live entries are ``i < c``; the rest are never read).
+"""
+
+from __future__ import annotations
+
+import helion.language as hl
+import torch
+
+LOG1P_THRESHOLD = 20.0  # softplus(x) = x above this, as in the reference
+L2NORM_EPS = 1e-6
+DOT_MIN = 16  # the smallest side of a Triton dot
+
+
+def l2_scale(x, USE_L2NORM, rows=False):
+    """The factor that l2-normalises the fp32 vector ``x`` (1 without l2norm); with ``rows``, each row
+    of the ``[R, K]`` tile ``x`` (an ``[R, 1]`` factor)."""
+    if USE_L2NORM:
+        sq = (x * x).sum(1, keepdim=True) if rows else (x * x).sum(0)
+        return 1.0 / torch.sqrt(sq + L2NORM_EPS)  # not rsqrt: Triton's interpreter lacks it
+    return 1.0
+
+
+def gate(a_t, dt_t, A_log_j, lower_bound, BOUNDED):
+    """The per-channel log decay g (fp32) of any slice of the K channels: ``lower_bound * sigmoid(A x)``
+    (bounded) or ``-A softplus(x)``, ``x = a + dt_bias``, ``A = exp(A_log)``."""
+    x = a_t.to(torch.float32) + dt_t.to(torch.float32)
+    A = torch.exp(A_log_j.to(torch.float32))
+    if BOUNDED:
+        return lower_bound * torch.sigmoid(A * x)
+    # where() with two tensors: a Python scalar branch breaks TRITON_INTERPRET codegen.
+    return -A * torch.where(x <= LOG1P_THRESHOLD, torch.log1p(torch.exp(torch.minimum(x, x * 0 + LOG1P_THRESHOLD))), x)
+
+
+def token(q_t, k_t, a_t, dt_t, A_log_j, b_t, scale, lower_bound, USE_L2NORM, BOUNDED, rows=False):
+    """The current token in fp32: ``(scale * q, k)`` normalised, the gate ``g`` and ``beta``; with
+    ``rows``, for ``[R, K]`` tiles of R heads (``A_log_j`` then ``[R, 1]``)."""
+    q = q_t.to(torch.float32)
+    k = k_t.to(torch.float32)
+    q = q * (l2_scale(q, USE_L2NORM, rows) * scale)
+    k = k * l2_scale(k, USE_L2NORM, rows)
+    g = gate(a_t, dt_t, A_log_j, lower_bound, BOUNDED)
+    beta = torch.sigmoid(b_t.to(torch.float32))
+    return q, k, g, beta
+
+
+def row_setup(ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b, L, HAS_FORCE):
+    """``(valid, slot [1], c, flush)`` of a batch row.
+
+    A row is valid when its slot is in ``[0, num_slots)`` and its cursor in ``[0, L)``; any other row
+    (padding, or a corrupted slot or cursor) reads slot 0, replays nothing (c = 0) and writes nothing.
+    The slot is a 1-element vector (``ssm_state_indices[tile_b]``): Helion 1.5 generates wrong Triton
+    code for a 0-d tensor used as an index, so tiles loaded with it carry a leading size-1 axis. (A
+    helper must index with ``hl.load``: plain subscripts with tile offsets only work in a body.)"""
+    index = hl.load(ssm_state_indices, [row])
+    cursor = hl.load(write_pos, [row])
+    valid = (index >= 0) & (index < num_slots) & (cursor >= 0) & (cursor < L)
+    slot = hl.load(ssm_state_indices, [tile_b])
+    slot = torch.where(valid, slot, slot * 0)
+    c = torch.where(valid, cursor, cursor * 0)
+    flush = c == L - 1
+    if HAS_FORCE:
+        flush = flush | (hl.load(force_flush, [row]) != 0)
+    return valid, slot, c, flush
+
+
+def walk_entry(S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk):
+    """One ring position ``i`` of a flush that walks the ring newest first over one ``[BV, FK]`` tile:
+    ``(S + d_i (W_i alpha kappa_i)^T, W_{i-1} alpha)``, the weights as running products of ``e^gamma``
+    (``w_alpha`` comes in as ``W_i alpha``). Positions ``>= c`` load nothing and add nothing.
+
+    The loop over positions stays in each body (Helion traces device loops only in a kernel body):
+    ``for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1)`` over chunks of ``CH`` positions
+    (``hl.static_range``), ``i = L - 1 - tile_f.begin * CH - t``, starting at the chunk holding c - 1."""
+    live_k = (hl.zeros([tile_b, tile_fk], dtype=torch.int32) + i) < c
+    kappa = hl.load(k_cache, [slot, h, i, tile_fk], extra_mask=live_k).to(torch.float32)
+    gamma = hl.load(g_cache, [slot, j, i, tile_fk], extra_mask=live_k)
+    live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
+    d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)
+    return S + d.unsqueeze(2) * (w_alpha * kappa).unsqueeze(1), w_alpha * torch.exp(gamma)
+
+
+def handed_tile(S, w_ring, d_cache, row, slot, j, pos, live, cols, in_v, tile_fk):
+    """One ``[FW, FK]`` ring tile of a flush from launch 1's weights ``W_i alpha kappa_i`` (``w_ring``):
+    ``S + sum_i d_i w_i^T`` over the tile, two loads and a ``[BV, FW] x [FW, FK]`` dot. ``live`` is
+    ``[1, FW]`` (positions ``>= c`` load nothing), ``in_v`` masks the V channels ``cols`` (``None``:
+    a tile, masked already), ``row`` indexes ``w_ring``."""
+    # (unsqueeze, not subscripts: a slice in a helper can fail Helion's lowering)
+    w = hl.load(w_ring, [row, j, pos, tile_fk], extra_mask=live.unsqueeze(2))  # [1, FW, FK]
+    d_live = live.unsqueeze(2) if in_v is None else live.unsqueeze(2) & in_v.unsqueeze(0).unsqueeze(0)
+    d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
+    return S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+
+
+def own_tile(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, cols, in_v, tile_fk, alpha):
+    """One ``[FW, FK]`` ring tile of a flush that builds its own weights, newest tile first:
+    ``(S + sum_i d_i (W_i alpha kappa_i)^T, newer + sum_i gamma_i)`` over the tile.
+
+    The tile's ``W_i`` come from one reverse scan of gamma shifted by one position (the reference's
+    suffix sums: no subtraction) plus ``newer``, the sum of gamma over the newer tiles; then one dot.
+    ``later`` masks gamma shifted by one (``i + 1`` live and in this tile); the other masks are
+    ``handed_tile``'s; ``alpha`` is ``[1, FK]``."""
+    kappa = hl.load(k_cache, [slot, h, pos, tile_fk], extra_mask=live[:, :, None])
+    gamma = hl.load(g_cache, [slot, j, pos, tile_fk], extra_mask=live[:, :, None])
+    gamma_next = hl.load(g_cache, [slot, j, pos + 1, tile_fk], extra_mask=later[:, :, None])
+    d_live = live[:, :, None] if in_v is None else live[:, :, None] & in_v[None, None, :]
+    d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
+    suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer.unsqueeze(1)  # [1, FW, FK]
+    w = torch.exp(suffix) * kappa.to(torch.float32) * alpha[:, None, :]  # W_i alpha kappa_i
+    S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
+    return S, newer + gamma.sum(1)

@@ -1,0 +1,127 @@
+"""Launch 1 of a ReplaySSM step: everything on the K side, one warp per (row, value head).
+
+The state enters a step only through ``S_pre x = S0 (e^Gamma alpha x) + sum_i d_i ((W_i alpha kappa_i)
+. x)`` for x = q, k (normalised and scaled), so the K-side ring (``kappa``, ``gamma``) collapses to the
+two K-vectors ``e^Gamma alpha x`` and 2c scalars per (row, head). Computing them here, once, leaves the
+state launch a pair of mat-vecs with ready vectors: no ring work repeated per V tile, no norms, no
+gate. Non-flush rows also append ``k`` and ``g`` here (``d`` comes from the state launch). With
+``HAND_W``, flush rows also store their ring weights ``W_i alpha kappa_i`` for the flush.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import helion.language as hl
+import torch
+
+from .common import row_setup, token
+
+
+@dataclass(frozen=True)
+class RingWeightsArgs:
+    q_view: torch.Tensor  # [B, H, K]
+    k_view: torch.Tensor  # [B, H, K]
+    a3: torch.Tensor  # [B, HV, K]
+    b: torch.Tensor  # [B, HV]
+    A_log: torch.Tensor  # [HV]
+    dt2: torch.Tensor  # [HV, K]
+    k_cache: torch.Tensor  # [slots, H, L, K]
+    g_cache: torch.Tensor  # [slots, HV, L, K]
+    ssm_state_indices: torch.Tensor  # [B]
+    write_pos: torch.Tensor  # [B] int32
+    force_flush: torch.Tensor | None  # [B] int32
+    coef: torch.Tensor  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
+    xs: torch.Tensor  # [B, HV, 2, K] fp32, written: e^Gamma alpha q and e^Gamma alpha k
+    qk: torch.Tensor  # [B, HV] fp32, written: q . k
+    decay: torch.Tensor  # [B, HV, K] fp32, written: e^Gamma alpha (for the flush)
+    w_ring: torch.Tensor | None  # [B, HV, L, K] fp32, written on flush rows (HAND_W): W_i alpha kappa_i
+    num_slots: int
+    scale: float
+    lower_bound: float
+    USE_L2NORM: bool
+    BOUNDED: bool
+    HAS_FORCE: bool
+    HPQ: int  # value heads per q/k head
+    CH: int  # ring positions per unrolled chunk (divides L)
+    HAND_W: bool  # store flush rows' ring weights (kernel option flush_weights)
+
+
+def ring_weights_body(
+    q_view: torch.Tensor,
+    k_view: torch.Tensor,
+    a3: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt2: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+    force_flush: torch.Tensor | None,
+    coef: torch.Tensor,
+    xs: torch.Tensor,
+    qk: torch.Tensor,
+    decay: torch.Tensor,
+    w_ring: torch.Tensor | None,
+    num_slots: int,
+    scale: float,
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+    HAS_FORCE: hl.constexpr,
+    HPQ: hl.constexpr,
+    CH: hl.constexpr,
+    HAND_W: hl.constexpr,
+) -> torch.Tensor:
+    B = q_view.size(0)
+    K = hl.specialize(q_view.size(2))
+    HV = a3.size(1)
+    L = hl.specialize(g_cache.size(2))
+    # tiles are [1, 1, K] (row, head, channels): every reduction runs along K
+    for tile_b, tile_j in hl.tile([B, HV], block_size=[1, 1]):
+        row = tile_b.begin
+        h = tile_j.index // HPQ  # [1]: the value head's q/k head
+        valid, slot, c, flush = row_setup(
+            ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b, L, HAS_FORCE
+        )  # fmt: skip
+        q, k, g, _ = token(
+            q_view[row, h, :], k_view[row, h, :], a3[row, tile_j, :], dt2[tile_j, :], A_log[tile_j][:, None],
+            b[row, tile_j], scale, lower_bound, USE_L2NORM, BOUNDED, rows=True,
+        )  # fmt: skip
+        # Newest entry first, CH per unrolled chunk (so their loads issue together): the suffix sums
+        # W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation. Chunks start at the
+        # one holding c - 1; positions >= c load nothing (stale, even NaN, entries never enter). The
+        # loop is software-pipelined by the option prep_stages (a chunk's loads then go out ahead of
+        # the previous chunk's stores).
+        alpha = torch.exp(g)
+        newer = hl.zeros([tile_b, tile_j, K], dtype=torch.float32)  # sum of gamma over the entries seen
+        for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
+            for t in hl.static_range(CH):
+                i = L - 1 - tile_f.begin * CH - t
+                live = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + i) < c
+                kappa = hl.load(k_cache, [slot, h, i, hl.arange(K)], extra_mask=live).to(torch.float32)
+                gamma = hl.load(g_cache, [slot, tile_j, i, hl.arange(K)], extra_mask=live)
+                m = torch.exp(newer) * kappa * alpha[None, :, :]  # W_i alpha kappa_i, [1, 1, K]
+                hl.store(coef, [tile_b, tile_j, 0, i], (m * q[None, :, :]).sum(2))
+                hl.store(coef, [tile_b, tile_j, 1, i], (m * k[None, :, :]).sum(2))
+                if HAND_W:  # live positions of flush rows only (a bound of 0 on other rows: a
+                    # scalar flag in the mask breaks TRITON_INTERPRET)
+                    hand = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + i) < torch.where(flush, c, c * 0)
+                    hl.store(w_ring, [tile_b, tile_j, i, hl.arange(K)], m, extra_mask=hand)
+                newer = newer + gamma
+        decay_alpha = torch.exp(newer + g[None, :, :])  # e^Gamma alpha: newer = Gamma now
+        decay[tile_b, tile_j, :] = decay_alpha
+        xs[tile_b, tile_j, 0, :] = decay_alpha * q[None, :, :]
+        xs[tile_b, tile_j, 1, :] = decay_alpha * k[None, :, :]
+        qk[tile_b, tile_j] = (q * k).sum(1)[None, :]
+        # Non-flush rows append k and g at the cursor; k once per q/k head, by its first value head.
+        if valid & ~flush:
+            for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
+                g_cache[slot, tile_j, tile_c, :] = g[None, :, None, :]
+                first = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + tile_j.index[None, :, None]) % HPQ == 0
+                hl.store(
+                    k_cache, [slot, h, tile_c, hl.arange(K)], k[None, :, None, :].to(k_cache.dtype),
+                    extra_mask=first[:, :, None, :],
+                )  # fmt: skip
+    return coef

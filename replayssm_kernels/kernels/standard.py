@@ -1,0 +1,88 @@
+"""Standard KDA decode: read the state, update it with one token, write it back (one launch).
+
+The kernel of ``helion_fused_recurrent_kda_packed_decode``, and of a ReplaySSM step at L = 1, where
+every step flushes from an empty ring: the checkpoint is then the state. One program per (row, value
+head, V tile) holds its ``[BV, K]`` state tile. Mirrors ``replayssm_ref.recurrence``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import helion.language as hl
+import torch
+
+from .common import token
+
+
+@dataclass(frozen=True)
+class StandardArgs:
+    q_view: torch.Tensor  # [B, H, K]   views into mixed_qkv
+    k_view: torch.Tensor  # [B, H, K]
+    v_view: torch.Tensor  # [B, HV, V]
+    a3: torch.Tensor  # [B, HV, K]
+    b: torch.Tensor  # [B, HV]
+    A_log: torch.Tensor  # [HV]
+    dt2: torch.Tensor  # [HV, K]
+    initial_state: torch.Tensor  # [slots, HV, V, K], read and written
+    out: torch.Tensor  # [B, 1, HV, V]
+    ssm_state_indices: torch.Tensor  # [B]
+    write_pos: torch.Tensor | None  # [B] int32 (ReplaySSM at L = 1: a row whose cursor is not 0 is padding)
+    num_slots: int  # slots outside [0, num_slots) are padding
+    scale: float
+    lower_bound: float
+    USE_L2NORM: bool
+    BOUNDED: bool
+    HPQ: int  # value heads per q/k head
+    HAS_CURSOR: bool  # write_pos is given
+
+
+def standard_body(
+    q_view: torch.Tensor,
+    k_view: torch.Tensor,
+    v_view: torch.Tensor,
+    a3: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt2: torch.Tensor,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor | None,
+    num_slots: int,
+    scale: float,
+    lower_bound: float,
+    USE_L2NORM: hl.constexpr,
+    BOUNDED: hl.constexpr,
+    HPQ: hl.constexpr,
+    HAS_CURSOR: hl.constexpr,
+) -> torch.Tensor:
+    B = q_view.size(0)
+    hl.specialize(q_view.size(2))  # K
+    HV = v_view.size(1)
+    V = hl.specialize(v_view.size(2))
+    block_v = hl.register_block_size(V)
+    for tile_b, tile_j, tile_v in hl.tile([B, HV, V], block_size=[1, 1, block_v]):
+        row = tile_b.begin
+        j = tile_j.begin
+        h = j // HPQ
+        index = ssm_state_indices[row]
+        valid = (index >= 0) & (index < num_slots)
+        if HAS_CURSOR:
+            valid = valid & (write_pos[row] == 0)
+        slot = ssm_state_indices[tile_b]
+        slot = torch.where(valid, slot, slot * 0)
+        q, k, g, beta = token(
+            q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
+            scale, lower_bound, USE_L2NORM, BOUNDED,
+        )  # fmt: skip
+        v = v_view[row, j, tile_v].to(torch.float32)
+        # the slot is a [1] vector (see common.row_setup): sum(0) drops its axis
+        S = initial_state[slot, j, tile_v, :].sum(0).to(torch.float32) * torch.exp(g)[None, :]
+        u = beta * (v - (S * k[None, :]).sum(1))
+        S = S + u[:, None] * k[None, :]
+        o = (S * q[None, :]).sum(1)
+        out[row, 0, j, tile_v] = torch.where(valid, o, hl.zeros([tile_v], dtype=torch.float32)).to(out.dtype)
+        if valid:
+            initial_state[slot, j, tile_v, :] = S[None, :, :].to(initial_state.dtype)
+    return out
