@@ -1,4 +1,4 @@
-"""``python -m replayssm_kernels.bench``: decode throughput of ReplaySSM vs standard decode vs the copy limit.
+"""``python -m replayssm_kernels.tools.bench``: decode throughput of ReplaySSM vs standard decode vs the copy limit.
 
 Every implementation runs the same sweep in one process, on the same inputs:
 
@@ -6,7 +6,6 @@ Every implementation runs the same sweep in one process, on the same inputs:
                            at L = 1 the standard kernel on the checkpoint)
 * ``replayssm_helion_two_launch`` ours with ``launches=2``: ring weights, then state (flush included)
 * ``replayssm_helion_split`` ours with ``launches=3``: the flush rows' checkpoint write as a third launch
-* ``replayssm_helion_fused`` ours with ``launches=1``: the whole step as one fused kernel
 * ``standard_helion``      our standard decode (read state, update, write back)
 * ``fla_fused_recurrent``  FLA's ``fused_recurrent_kda`` as a single-token decode from a state pool
                            (``state_v_first=True`` reads our ``[slots, HV, V, K]`` pool as is)
@@ -35,9 +34,7 @@ import torch
 from replayssm_ref.harness import Problem, random_token, random_weights
 from replayssm_ref.traffic import TrafficShape, replay_bytes_per_row, standard_bytes_per_row
 
-REPLAYSSM_LAUNCHES = {
-    "replayssm_helion": None, "replayssm_helion_two_launch": 2, "replayssm_helion_split": 3, "replayssm_helion_fused": 1
-}  # fmt: skip
+REPLAYSSM_LAUNCHES = {"replayssm_helion": None, "replayssm_helion_two_launch": 2, "replayssm_helion_split": 3}
 IMPLS = (*REPLAYSSM_LAUNCHES, "standard_helion", "fla_fused_recurrent")
 
 
@@ -48,7 +45,7 @@ def is_replayssm(impl: str) -> bool:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 CSV_COLUMNS = [
     "impl", "batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "cache_length", "state_dtype",
-    "cache_dtype", "precision", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
+    "cache_dtype", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
     "copy_gbps", "frac_of_copy", "steps_per_graph", "slot_sets", "device",
 ]  # fmt: skip
 
@@ -136,10 +133,10 @@ class Workload:
         self.cursors = cursor_schedule(case.batch, L, device, cursor_seed)
         self.out = torch.empty(case.batch, 1, HV, V, device=device, dtype=torch.bfloat16)
 
-    def _decode_call(self, impl: str, t: int, idx, precision: str, config):
-        """(decode function, its ``*_launches`` twin, args, kwargs) of one of our kernels' steps: token ``t``
-        of the cycle on the rows ``idx``. The twin builds the same launches without running them."""
-        from . import kda_decode as kd
+    def _decode_call(self, impl: str, t: int, idx, config):
+        """(decode function, its planner, args, kwargs) of one of our kernels' steps: token ``t`` of the
+        cycle on the rows ``idx``. The planner builds the same launches without running them."""
+        from .. import decode, plan
 
         w, (mixed, a, b) = self.weights, self.tokens[t]
         kwargs = {"check_values": False, "config": config}
@@ -148,28 +145,28 @@ class Workload:
                 mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache, self.g_cache,
                 self.out, idx, self.cursors[t], None, True, None,
             )  # fmt: skip
-            kwargs |= {"precision": precision, "launches": REPLAYSSM_LAUNCHES[impl]}
-            return kd.helion_fused_recurrent_kda_replayssm_decode, kd.replayssm_launches, args, kwargs
+            kwargs |= {"launches": REPLAYSSM_LAUNCHES[impl]}
+            return decode.helion_fused_recurrent_kda_replayssm_decode, plan.plan_replayssm, args, kwargs
         if impl == "standard_helion":
             args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None)
-            return kd.helion_fused_recurrent_kda_packed_decode, kd.standard_launches, args, kwargs
+            return decode.helion_fused_recurrent_kda_packed_decode, plan.plan_standard, args, kwargs
         raise ValueError(f"unknown impl {impl!r}")
 
-    def steps(self, impl: str, precision: str, config=None):
+    def steps(self, impl: str, config=None):
         """The list of zero-argument launches that make one timed graph (sets x L steps)."""
         launches = []
         for idx, t in itertools.product(self.indices, range(self.case.cache_length)):
             if impl == "fla_fused_recurrent":
                 launches.append(self._fla_step(*self.tokens[t], idx))
                 continue
-            decode, _, args, kwargs = self._decode_call(impl, t, idx, precision, config)
+            decode, _, args, kwargs = self._decode_call(impl, t, idx, config)
             launches.append(functools.partial(decode, *args, **kwargs))
         return launches
 
-    def plan(self, impl: str, precision: str, config=None):
-        """The launches (``kda_decode.Launch``) of the first step ``steps`` times, built but not run, so
-        that what the device compiled for them can be read back (``inspect_codegen.device_resources``)."""
-        _, launches, args, kwargs = self._decode_call(impl, 0, self.indices[0], precision, config)
+    def plan(self, impl: str, config=None):
+        """The launches (``plan.Launch``) of the first step ``steps`` times, built but not run, so that
+        what the device compiled for them can be read back (``tools.codegen.device_resources``)."""
+        _, launches, args, kwargs = self._decode_call(impl, 0, self.indices[0], config)
         return launches(*args, **kwargs)
 
     def _fla_step(self, mixed, a, b, idx):
@@ -243,7 +240,7 @@ def _dtype_pair(text: str) -> tuple[str, str]:
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tools.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 64, 256])
     ap.add_argument("--heads", type=int, nargs="+", default=[8, 16, 32, 64], help="HV values")
     ap.add_argument("--gqa", type=int, nargs="+", default=[1, 2], help="HV/H ratios")
@@ -263,7 +260,6 @@ def parse_args(argv=None):
         "--impls", nargs="+", choices=IMPLS, default=["replayssm_helion", "standard_helion", "fla_fused_recurrent"],
         help="the default design and both baselines unless told; the other ReplaySSM designs are opt-in",
     )  # fmt: skip
-    ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
     ap.add_argument("--max-sets", type=int, default=64, help="cap on rotated slot sets per graph")
     ap.add_argument("--rep-ms", type=int, default=200)
     ap.add_argument(
@@ -272,7 +268,7 @@ def parse_args(argv=None):
         help="deal the cycle's cursors to rows in a random order (cursor_schedule; env.json records it) "
         "instead of row %% L",
     )
-    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    ap.add_argument("--out", type=Path, required=True, help="folder for the CSV and env.json (results/<device>/)")
     ap.add_argument("--csv-name", default="decode_throughput.csv")
     ap.add_argument("--append", action="store_true", help="add rows to an existing CSV instead of replacing it")
     return ap.parse_args(argv)
@@ -291,9 +287,9 @@ def _save(rows, csv: Path, previous):
 def main(argv=None) -> int:
     import pandas as pd
 
-    from .configs import split_flush_from
+    from ..configs import split_flush_from
+    from ..plan import default_launches
     from .envinfo import write_env_json
-    from .kda_decode import default_launches
 
     args = parse_args(argv)
     if not torch.cuda.is_available():
@@ -306,7 +302,7 @@ def main(argv=None) -> int:
     print(f"copy ceiling: {copy_gbps:.0f} GB/s on {props.name}", flush=True)
 
     cases = build_cases(args)
-    command = "python -m replayssm_kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m replayssm_kernels.tools.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     env_path = args.out / "env.json"
     runs = []  # an --append run keeps the earlier runs' configs beside its own
     if args.append and env_path.exists():
@@ -344,7 +340,7 @@ def main(argv=None) -> int:
                         continue
                     seen_baselines.add(key)
                 try:
-                    med, p20, p80 = time_graph(work.steps(impl, args.precision), rep_ms=args.rep_ms)
+                    med, p20, p80 = time_graph(work.steps(impl), rep_ms=args.rep_ms)
                 except Exception as exc:  # a failing impl is recorded, not hidden
                     print(f"{impl} {case}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
                     continue
@@ -357,7 +353,6 @@ def main(argv=None) -> int:
                         "cache_length": case.cache_length if is_replayssm(impl) else 0,
                         "state_dtype": case.state_dtype,
                         "cache_dtype": case.cache_dtype if is_replayssm(impl) else "",
-                        "precision": args.precision if is_replayssm(impl) else "",
                         "us_per_step": med, "us_p20": p20, "us_p80": p80, "model_bytes_per_step": nbytes,
                         "gbps_effective": gbps, "copy_gbps": copy_gbps, "frac_of_copy": gbps / copy_gbps,
                         "steps_per_graph": sets * case.cache_length, "slot_sets": sets, "device": props.name,

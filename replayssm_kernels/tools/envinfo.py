@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .configs import CONFIG_DIR
+from ..configs import CONFIG_DIR
 
 
 def _version(pkg: str) -> str | None:
