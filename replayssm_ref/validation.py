@@ -138,6 +138,8 @@ def validate_decode_inputs(
         _fail(
             "initial_state", "have last-dim stride 1 (slot views may be strided)", f"strides {initial_state.stride()}"
         )
+    if not initial_state.dtype.is_floating_point:
+        _fail("initial_state", "have a floating dtype (float32, bfloat16, float16 or float64)", f"{initial_state.dtype}")
     _, num_v_heads, value_dim, key_dim = initial_state.shape
     if not _is_pow2(key_dim) or not _is_pow2(value_dim):
         _fail(
@@ -147,6 +149,15 @@ def validate_decode_inputs(
         )
 
     hv_k = num_v_heads * key_dim
+    k_first = a2.shape[1] == dt1.numel() == num_v_heads * value_dim != hv_k  # both gate inputs sized by dim 2
+    if k_first:
+        _fail(
+            "initial_state",
+            "be V-major [slots, HV, V, K] (S[v, k])",
+            f"shape {_shape(initial_state)}, K-first [slots, HV, K, V] by a's {a2.shape[1]} = HV*{value_dim} gate "
+            "logits per row",
+            "FLA keeps states K-first; pass state.transpose(-1, -2).contiguous() (or FLA's state_v_first layout)",
+        )
     if a2.shape[1] != hv_k:
         hint = None
         if a2.shape[1] == num_v_heads * value_dim:

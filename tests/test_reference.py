@@ -13,7 +13,9 @@ from replayssm_ref import (
     recurrent_decode_step,
     replayssm_decode_step,
 )
-from replayssm_ref.harness import SENTINEL, Problem, random_token, random_weights, run_sequence
+from replayssm_ref.harness import SENTINEL, Problem, random_token, random_weights, run_sequence, tolerance
+from replayssm_ref.recurrence import prepare_token
+from replayssm_ref.validation import validate_decode_inputs
 
 F64 = torch.float64
 GRID = [
@@ -30,18 +32,20 @@ GRID = [
 @pytest.mark.parametrize("p", GRID, ids=Problem.label)
 @pytest.mark.parametrize("p_force", [0.0, 0.3], ids=["natural", "forced"])
 def test_replay_equals_standard_recurrence_in_float64(p, p_force):
-    r = run_sequence(p, steps=2 * p.cache_length + 3, p_force=p_force, seed=p.cache_length, check_materialized=True)
+    r = run_sequence(p, steps=12, p_force=p_force, seed=p.cache_length, check_materialized=True, warm=True)
     assert r.max_rel <= 1e-12, (r.max_out_rel, r.max_state_rel)
-    assert not r.nonfinite and r.untouched_ok
-    assert r.natural_flushes > 0 or p_force > 0
+    assert not r.nonfinite and r.untouched_ok, r.problems
+    assert r.natural_flushes > 0 and (r.forced_flushes > 0) == (p_force > 0 and p.cache_length > 1)
 
 
 @pytest.mark.parametrize("lower_bound", [None, -5.0, 0.0], ids=["softplus", "bounded-5", "bounded0"])
 @pytest.mark.parametrize("l2norm", [True, False], ids=["l2norm", "raw-qk"])
 def test_gates_and_normalisation_variants(lower_bound, l2norm):
     p = Problem(4, 2, 4, 16, 32, 4)
-    r = run_sequence(p, steps=11, use_qk_l2norm=l2norm, lower_bound=lower_bound, seed=3, check_materialized=True)
-    assert r.max_rel <= 1e-12 and not r.nonfinite
+    r = run_sequence(
+        p, steps=11, use_qk_l2norm=l2norm, lower_bound=lower_bound, seed=3, check_materialized=True, warm=True
+    )
+    assert r.max_rel <= 1e-12 and not r.nonfinite and r.untouched_ok and r.natural_flushes > 0
 
 
 def _setup(p: Problem, seed=0, dtype=F64, cache_dtype=None):
@@ -182,10 +186,10 @@ def test_append_writes_only_position_c_and_k_once_per_qk_head():
     for b_, a_ in zip(before, _rings(cache), strict=True):
         changed = (b_.nan_to_num(7.0) != a_.nan_to_num(7.0)).nonzero()
         assert set(changed[:, 0].tolist()) <= {1, 3} and set(changed[:, 2].tolist()) == {1}
-    # the stored key is the normalised, unscaled key of each q/k head
-    k = mixed[:, p.num_q_heads * p.key_dim : 2 * p.num_q_heads * p.key_dim].reshape(2, 2, 16)
-    k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
-    torch.testing.assert_close(cache.k_cache[idx.long(), :, 1], k, rtol=1e-14, atol=1e-14)
+    # the stored key is the token's normalised, unscaled key of each q/k head (the reference's own)
+    shapes = validate_decode_inputs(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, out, idx)
+    tok = prepare_token(mixed, b, w.A_log, w.scale, shapes, F64, True, None)
+    assert torch.equal(cache.k_cache[idx.long(), :, 1], tok.k_qk)
     g = kda_log_decay(a, w.dt_bias, w.A_log)
     torch.testing.assert_close(cache.g_cache[idx.long(), :, 1], g, rtol=0, atol=0)
 
@@ -289,7 +293,8 @@ def test_lower_precision_dtypes_track_float64():
     p = Problem(4, 2, 4, 16, 32, 4)
     r32 = run_sequence(p, steps=14, state_dtype=torch.float32, seed=2)
     r16 = run_sequence(p, steps=14, state_dtype=torch.bfloat16, cache_dtype=torch.bfloat16, seed=2)
-    assert r32.max_rel < 1e-5 and r16.max_rel < 2e-2
+    assert r32.max_rel <= tolerance(torch.float32, steps=14) and r32.untouched_ok
+    assert r16.max_rel <= tolerance(torch.bfloat16, torch.float32, steps=14) and r16.untouched_ok
 
 
 def test_cache_allocation_shapes_and_reset():

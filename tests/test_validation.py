@@ -62,6 +62,8 @@ CASES = [
         r"`initial_state` must have last-dim stride",
     ),
     ("state-pow2", {"initial_state": t(SLOTS, HV, V, 24)}, r"power-of-two V and K .* \(V=32, K=24\)"),
+    ("state-int", {"initial_state": t(SLOTS, HV, V, K, dtype=torch.int32)}, r"`initial_state` must have a floating"),
+    ("state-k-first", {"initial_state": t(SLOTS, HV, K, V)}, r"`initial_state` must be V-major .*K-first.*FLA"),
     ("a-value-dim", {"a": t(B, HV * V)}, r"`a` must have HV\*K = 4\*16 = 64 .*sized with value_dim"),
     ("b-heads", {"b": t(B, HV + 1)}, r"`b` must have shape \[B, HV\] = \[3, 4\]; got shape \[3, 5\]"),
     ("A_log-numel", {"A_log": t(HV + 1)}, r"`A_log` must have HV = 4 elements; got shape \[5\]"),
