@@ -19,7 +19,11 @@ from .plan import plan_replayssm, plan_standard, run_launches
 
 def _check_device(t: torch.Tensor) -> None:
     """A one-line error for a CPU tensor without an interpreter (Helion would end in a long traceback)."""
-    if t.device.type != "cuda" and os.environ.get("HELION_INTERPRET") != "1" and os.environ.get("TRITON_INTERPRET") != "1":
+    if (
+        t.device.type != "cuda"
+        and os.environ.get("HELION_INTERPRET") != "1"
+        and os.environ.get("TRITON_INTERPRET") != "1"
+    ):
         raise RuntimeError(
             f"the Helion kernels run on a CUDA device; mixed_qkv is on {t.device}. On a CPU, run them as eager "
             "PyTorch with HELION_INTERPRET=1 (or as Triton code with TRITON_INTERPRET=1), or use replayssm_ref."
@@ -99,8 +103,19 @@ def helion_fused_recurrent_kda_packed_decode(
     _check_device(mixed_qkv)
     run_launches(
         plan_standard(
-            mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
-            use_qk_l2norm_in_kernel, lower_bound, config=config, check_values=check_values,
+            mixed_qkv,
+            a,
+            b,
+            A_log,
+            dt_bias,
+            scale,
+            initial_state,
+            out,
+            ssm_state_indices,
+            use_qk_l2norm_in_kernel,
+            lower_bound,
+            config=config,
+            check_values=check_values,
         )  # fmt: skip
     )
     return out, initial_state

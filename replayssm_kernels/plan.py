@@ -22,7 +22,12 @@ from dataclasses import dataclass
 import helion
 import torch
 
-from replayssm_ref.validation import DecodeShapes, check_kernel_support, validate_decode_inputs, validate_replayssm_inputs
+from replayssm_ref.validation import (
+    DecodeShapes,
+    check_kernel_support,
+    validate_decode_inputs,
+    validate_replayssm_inputs,
+)
 
 from .configs import load_entry, ring_block, split_flush_from
 from .kernels.common import DOT_MIN
@@ -149,7 +154,8 @@ def _standard_plan(
     args = StandardArgs(
         q_view=q_view, k_view=k_view, v_view=v_view, a3=a3, b=b, A_log=A_log, dt2=dt2,
         initial_state=initial_state, out=out, ssm_state_indices=ssm_state_indices, write_pos=write_pos,
-        num_slots=num_slots, scale=float(scale), HPQ=shapes.heads_per_q, HAS_CURSOR=write_pos is not None, **_gate_fields(scale, lower_bound, use_qk_l2norm_in_kernel),
+        num_slots=num_slots, scale=float(scale), HPQ=shapes.heads_per_q, HAS_CURSOR=write_pos is not None,
+        **_gate_fields(scale, lower_bound, use_qk_l2norm_in_kernel),
     )  # fmt: skip
     return [Launch("standard", standard_body, entry.config, args)]
 
@@ -193,7 +199,8 @@ def plan_replayssm(
     if launches not in LAUNCH_KINDS:
         raise ValueError(
             "`launches` must be None (the device's default), 2 (ring weights, then state), 3 (ring weights, "
-            f"state, then the flush rows' checkpoints) or 0 (the standard kernel, cache_length 1 only); got {launches!r}"
+            "state, then the flush rows' checkpoints) or 0 (the standard kernel, cache_length 1 only); "
+            f"got {launches!r}"
         )
     num_slots = _num_slots(initial_state, d_cache, k_cache, g_cache)
     if launches == 0:

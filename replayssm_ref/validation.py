@@ -139,7 +139,9 @@ def validate_decode_inputs(
             "initial_state", "have last-dim stride 1 (slot views may be strided)", f"strides {initial_state.stride()}"
         )
     if not initial_state.dtype.is_floating_point:
-        _fail("initial_state", "have a floating dtype (float32, bfloat16, float16 or float64)", f"{initial_state.dtype}")
+        _fail(
+            "initial_state", "have a floating dtype (float32, bfloat16, float16 or float64)", f"{initial_state.dtype}"
+        )
     _, num_v_heads, value_dim, key_dim = initial_state.shape
     if not _is_pow2(key_dim) or not _is_pow2(value_dim):
         _fail(

@@ -21,18 +21,26 @@ DESIGNS = {
     "two_walk": (2, SCALED | {"prep_stages": 2}),
     # H100 two launches, LB16: the flush by tiles of launch 1's weights, its K loop pipelined
     "two_tiles": (
-        2, SCALED | {"flush_tiles": 16, "flush_weights": 1, "prep_stages": 4, "ring_chunk": 2, "flush_k_stages": 3}
+        2,
+        SCALED | {"flush_tiles": 16, "flush_weights": 1, "prep_stages": 4, "ring_chunk": 2, "flush_k_stages": 3},
     ),
     # H200 three launches, LB8: the per-row flush launch
     "split_rows_walk": (3, SCALED),
     # H200 three launches, LB16: flush_programs over the flushing rows, own weights
-    "split_programs": (
-        3, SCALED | {"flush_block_v": 16, "flush_warps": 4, "flush_tiles": 16, "flush_programs": 5}
-    ),
+    "split_programs": (3, SCALED | {"flush_block_v": 16, "flush_warps": 4, "flush_tiles": 16, "flush_programs": 5}),
     # H100 three launches, LB32/64: beside the state launch, launch 1's weights
     "split_overlap": (
-        3, SCALED | {"flush_block_v": 16, "flush_warps": 4, "flush_tiles": 16, "flush_programs": 5,
-                     "flush_overlap": 2, "flush_weights": 1, "prep_stages": 2},
+        3,
+        SCALED
+        | {
+            "flush_block_v": 16,
+            "flush_warps": 4,
+            "flush_tiles": 16,
+            "flush_programs": 5,
+            "flush_overlap": 2,
+            "flush_weights": 1,
+            "prep_stages": 2,
+        },
     ),  # fmt: skip
 }
 

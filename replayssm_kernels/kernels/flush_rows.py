@@ -174,5 +174,7 @@ def flush_rows_body(
                         )  # fmt: skip
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
                 S = S + u[:, :, None] * k_c[:, None, :]
-                hl.store(initial_state, [slot, j, cols, tile_fk], S.to(initial_state.dtype), extra_mask=in_v[None, :, None])
+                hl.store(
+                    initial_state, [slot, j, cols, tile_fk], S.to(initial_state.dtype), extra_mask=in_v[None, :, None]
+                )
     return out

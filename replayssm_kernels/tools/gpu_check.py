@@ -27,7 +27,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tools.gpu_check", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m replayssm_kernels.tools.gpu_check", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--heads", type=int, nargs="+", default=[4, 16, 32], help="HV values")
     ap.add_argument("--gqa", type=int, nargs="+", default=[1, 2], help="HV/H ratios")
     ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 4, 16, 64], help="ring lengths L")
@@ -89,9 +91,9 @@ def _row(impl, p, sd, cd, r) -> dict:
     return {
         "impl": impl, "case": p.label(), "num_q_heads": p.num_q_heads, "num_v_heads": p.num_v_heads,
         "cache_length": p.cache_length if impl == "replayssm_helion" else 0, "state_dtype": sd, "cache_dtype": cd,
-        "steps": r.steps, "natural_flushes": r.natural_flushes,
-        "forced_flushes": r.forced_flushes, "max_out_rel": r.max_out_rel, "max_state_rel": r.max_state_rel,
-        "max_ring_rel": r.ring_rel, "max_abs": r.max_abs, "tolerance": tol, "finite": not r.nonfinite, "untouched_ok": r.untouched_ok,
+        "steps": r.steps, "natural_flushes": r.natural_flushes, "forced_flushes": r.forced_flushes,
+        "max_out_rel": r.max_out_rel, "max_state_rel": r.max_state_rel, "max_ring_rel": r.ring_rel,
+        "max_abs": r.max_abs, "tolerance": tol, "finite": not r.nonfinite, "untouched_ok": r.untouched_ok,
         "passed": r.max_rel <= tol and not r.nonfinite and r.untouched_ok,
     }  # fmt: skip
 
