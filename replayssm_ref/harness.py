@@ -145,6 +145,7 @@ class SequenceResult:
     state_rel: float = 0.0  # flushed checkpoints and (check_materialized) checkpoint + ring vs the oracle
     state_abs: float = 0.0
     ring_rel: float = 0.0  # appended ring entries vs the float64 shadow step
+    step_out_rel: list[float] = field(default_factory=list)  # the worst output error of each step
     natural_flushes: int = 0
     forced_flushes: int = 0
     nonfinite: bool = False  # a non-finite output, checkpoint or appended entry
@@ -302,6 +303,7 @@ def run_sequence(
             res.untouched_ok = False
             res.note("a padding row's output is not zero")
         rel, ab = head_errors(out[valid, 0], out_ref[valid, 0])
+        res.step_out_rel.append(rel)
         res.out_rel, res.out_abs = max(res.out_rel, rel), max(res.out_abs, ab)
         if flush_rows.any():
             fs = slots[flush_rows].to(device)

@@ -1,4 +1,4 @@
-"""``python -m replayssm_kernels.matvec_ceiling``: how fast can a kernel *read* a gathered state pool?
+"""``python -m replayssm_kernels.tools.ceiling``: how fast can a kernel *read* a gathered state pool?
 
 A non-flush ReplaySSM step is, in bytes, a read-only stream: each (row, value head) reads its
 ``[V, K]`` checkpoint from a slot of the pool and reduces it against two K-vectors. This measures that
@@ -14,7 +14,7 @@ beside two ceilings measured in the same run: a 1 GiB device-to-device copy (rea
 set is several times the L2, under a CUDA graph, like ``bench``. Writes ``matvec_ceiling.csv`` and
 ``env.json``.
 
-    python -m replayssm_kernels.matvec_ceiling --out results/bench/ceiling
+    python -m replayssm_kernels.tools.ceiling --out /tmp/ceiling
 """
 
 from __future__ import annotations
@@ -93,14 +93,14 @@ def main(argv=None) -> int:
     from .bench import measure_copy_gbps, time_graph
     from .envinfo import write_env_json
 
-    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.matvec_ceiling")
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--dim", type=int, default=128)
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tools.ceiling", description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=256, help="rows")
+    ap.add_argument("--heads", type=int, default=32, help="HV")
+    ap.add_argument("--dim", type=int, default=128, help="K = V")
     ap.add_argument("--sets", type=int, default=4, help="disjoint slot sets the graph rotates through")
-    ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
-    ap.add_argument("--rep-ms", type=int, default=50)
-    ap.add_argument("--out", type=Path, default=Path("results/bench/ceiling"))
+    ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32", help="state dtype")
+    ap.add_argument("--rep-ms", type=int, default=50, help="timing window per variant")
+    ap.add_argument("--out", type=Path, required=True, help="folder for the CSV and env.json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     read_bytes = B * HV * D * D * dtype.itemsize
 
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python -m replayssm_kernels.matvec_ceiling " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m replayssm_kernels.tools.ceiling " + " ".join(argv if argv is not None else sys.argv[1:])
     write_env_json(args.out / "env.json", config=vars(args) | {"command": command, "variants": VARIANTS})
     copy_gbps = measure_copy_gbps(dev)
     rows, device = [], torch.cuda.get_device_name()

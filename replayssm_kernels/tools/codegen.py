@@ -1,4 +1,4 @@
-"""``python -m replayssm_kernels.inspect_codegen``: what Helion generates, compiled for sm_90 on any machine.
+"""``python -m replayssm_kernels.tools.codegen``: what Helion generates, compiled for sm_90 on any machine.
 
 No GPU needed: Helion writes the Triton source on the CPU and Triton compiles it for an H100/H200
 target offline. The counts below are a cheap proxy for the costs that keep a memory-bound kernel from
@@ -8,23 +8,16 @@ on the PTX, the registers a thread uses and the bytes it spills (registers set h
 SM holds, and so how much memory latency a latency-bound kernel can hide). Numbers are for the local
 Triton (3.9 in CI), not the GPU machine's 3.6: compare variants, not absolutes.
 
-    python -m replayssm_kernels.inspect_codegen --kernel state --cache-length 16 --block-v 32 --num-warps 1
-    python -m replayssm_kernels.inspect_codegen --kernel ring_weights --cache-length 16 --num-warps 1
-    python -m replayssm_kernels.inspect_codegen --kernel ring_weights --num-warps 1 --memory-order \
+    python -m replayssm_kernels.tools.codegen --kernel state --cache-length 16 --block-v 64 --num-warps 2
+    python -m replayssm_kernels.tools.codegen --kernel ring_weights --memory-order \
         --config '{"prep_stages": 4, "ring_chunk": 2}'
-    python -m replayssm_kernels.inspect_codegen --kernel state_split --block-k 32 --config '{"k_stages": 3}'
-    python -m replayssm_kernels.inspect_codegen --kernel fused --block-k 32 --config '{"range_num_stages": [0, 3]}'
-    python -m replayssm_kernels.inspect_codegen --kernel standard --block-v 64 --dump /tmp/k.py
-    python -m replayssm_kernels.inspect_codegen --fingerprint > before.txt   # then change, rerun, diff
-
-``--fingerprint`` hashes the Triton IR of every launch the tuned table runs, so a refactor of the
-kernel bodies can show it changed nothing they compile to.
+    python -m replayssm_kernels.tools.codegen --kernel state_split --config '{"k_stages": 3}'
+    python -m replayssm_kernels.tools.codegen --kernel standard --block-v 64 --dump /tmp/k.py
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
@@ -39,11 +32,11 @@ import torch
 TORCH_TO_TRITON = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.int32: "*i32"}
 
 
-# --kernel -> (which decode function, launches=, index of the launch in its plan)
+# --kernel -> (which decode function, launches=, index of the launch in its plan); "flush" is the per-row
+# flush launch, or the one over the flushing rows when --config sets flush_programs
 KERNELS = {
-    "fused": ("replayssm", 1, 0),
     "ring_weights": ("replayssm", 2, 0),
-    "ring_weights_split": ("replayssm", 3, 0),  # launch 1 of a split step (flush_weights: it stores W)
+    "ring_weights_split": ("replayssm", 3, 0),
     "state": ("replayssm", 2, 1),
     "state_split": ("replayssm", 3, 1),
     "flush": ("replayssm", 3, 2),
@@ -71,29 +64,22 @@ def _problem_inputs(num_v_heads: int, key_dim: int, value_dim: int, cache_length
     return (mixed, a, b, w.A_log, w.dt_bias, w.scale, S), (c.d_cache, c.k_cache, c.g_cache), out, idx, c.write_pos
 
 
-def _plan(which: str, launches, common, caches, out, idx, write_pos, precision: str, config):
-    from . import kda_decode as kd
+def _plan(which: str, launches, common, caches, out, idx, write_pos, config):
+    from ..plan import plan_replayssm, plan_standard
 
     if which == "standard":
-        return kd.standard_launches(*common, out, idx, True, config=config)
-    return kd.replayssm_launches(
-        *common, *caches, out, idx, write_pos, None, True, precision=precision, launches=launches, config=config
-    )
+        return plan_standard(*common, out, idx, True, config=config)
+    return plan_replayssm(*common, *caches, out, idx, write_pos, None, True, launches=launches, config=config)
 
 
 def _bound(launch):
-    """Helion's bound kernel of one ``kda_decode.Launch``: the object the decode functions run."""
-    from . import kda_decode as kd
-
-    return kd._kernel(launch.body, launch.config, launch.dot_precision).bind(launch.args)
+    """Helion's bound kernel of one ``plan.Launch``: the object the decode functions run."""
+    return launch.kernel().bind(tuple(launch.kwargs().values()))
 
 
 def launch_source(launch) -> tuple[str, dict]:
-    """(Triton source, {argument name: tensor}) of one ``kda_decode.Launch``."""
-    import inspect
-
-    names = list(inspect.signature(launch.body).parameters)
-    tensors = {n: t for n, t in zip(names, launch.args, strict=False) if isinstance(t, torch.Tensor)}
+    """(Triton source, {argument name: tensor}) of one ``plan.Launch``."""
+    tensors = {n: t for n, t in launch.kwargs().items() if isinstance(t, torch.Tensor)}
     return _bound(launch).to_triton_code(launch.config), tensors
 
 
@@ -103,25 +89,19 @@ def generated_source(
     block_v: int,
     num_warps: int,
     state_dtype,
-    precision: str,
     extra: dict | None = None,
     block_k: int = 32,
 ):
     """(Triton source, {argument name: tensor}) for one kernel at K=V=128, HV=32.
 
-    The launch is the one the decode functions build (``kda_decode.replayssm_launches``), from a
-    table-style config: ``block_sizes`` [block_v, block_k] (``[block_v]`` for the standard kernel),
-    ``num_warps`` (also launch 1's ``prep_warps``) and ``extra``'s fields and kernel options."""
+    The launch is the one the decode functions build (``plan.plan_replayssm``), from a table-style
+    config: ``block_sizes`` [block_v, block_k] (``[block_v]`` for the standard kernel), ``num_warps``
+    and ``extra``'s kernel options."""
     common, caches, out, idx, write_pos = _problem_inputs(32, 128, 128, cache_length, state_dtype)
     which, launches, index = KERNELS[kernel]
     blocks = [block_v] if which == "standard" else [block_v, block_k]
-    config = {"block_sizes": blocks, "num_warps": num_warps, "num_stages": 1, "prep_warps": num_warps}
-    if kernel == "fused":
-        config["range_num_stages"] = [0, 2]
-    config.update(extra or {})
-    if which == "standard":
-        config.pop("prep_warps")
-    launch = _plan(which, launches, common, caches, out, idx, write_pos, precision, config)[index]
+    config = {"block_sizes": blocks, "num_warps": num_warps, "num_stages": 1} | (extra or {})
+    launch = _plan(which, launches, common, caches, out, idx, write_pos, config)[index]
     source, tensors = launch_source(launch)
     return source, tensors, launch.config
 
@@ -209,14 +189,14 @@ def programs_per_sm(registers: int, num_warps: int, shared_bytes: int, props) ->
 
 
 def device_resources(launch) -> dict:
-    """What the GPU's own Triton compiled for one ``kda_decode.Launch``, read after the launch has run
+    """What the GPU's own Triton compiled for one ``plan.Launch``, read after the launch has run
     there: registers a thread, local memory a thread (spills; Triton's ``n_spills`` counts 4-byte words),
     shared memory a program, warps, and ``programs_per_sm``. The offline numbers above come from the local
     Triton; the GPU machine's may differ (``flush_keep`` at fp32 L=16: 128 registers offline, 140 there,
     runs 35 and 37). {} off CUDA or when nothing was compiled for it (an interpreter)."""
     import triton
 
-    device = next(a.device for a in launch.args if isinstance(a, torch.Tensor))
+    device = launch.device
     if device.type != "cuda":
         return {}
     run = _bound(launch).compile_config(launch.config)  # cached: the host function that ran
@@ -292,132 +272,36 @@ def ptxas_usage(ptx: str) -> dict:
     return {}
 
 
-def _normalised(text: str, ir: bool) -> str:
-    """Source without its comment lines (Helion's ``# src[...]`` notes), or IR without line info and
-    with its values renumbered in order of appearance (Triton names them after the source's names)."""
-    if ir:
-        text = re.sub(r"\s*loc\((?:[^()]|\([^()]*\))*\)", "", text)
-        text = "\n".join(line for line in text.splitlines() if line.strip() and not line.startswith("#loc"))
-        names: dict[str, str] = {}
-        return re.sub(r"%[\w.$-]+", lambda m: names.setdefault(m.group(0), f"%{len(names)}"), text)
-    return "\n".join(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _entry_shape(key: str) -> tuple[str, torch.dtype, int, int, int]:
-    """(kind, state dtype, K, V, L) a table key stands for; ``*`` at fp32, K=V=128, L=16."""
-    kind, dtype_name, cls = key.split("/")
-    dtype_name = "float32" if dtype_name == "*" else dtype_name
-    dims = dict(re.findall(r"([A-Z]+)(\d+)", cls)) if cls != "*" else {}
-    K, V, L = (int(dims.get(n, d)) for n, d in (("K", 128), ("V", 128), ("LB", 16)))
-    return kind, getattr(torch, dtype_name), K, V, L
-
-
-def table_fingerprints(stem: str = "nvidia_h200", extra: dict | None = None, ir: bool = True):
-    """Yield (table key, launch name, source hash, IR hash) for every launch of every entry of
-    ``configs/<stem>.json`` (fast precision, HV=32, 4 rows), ``extra`` merged into the ReplaySSM entries.
-
-    The source hash is of the generated Triton without comments, the IR hash of its sm_90 Triton IR
-    (``ttir``) without line info, so it ignores names as well: equal IR hashes before and after a
-    refactor of the kernel bodies mean the tuned table runs the same kernels ("" with ``ir`` False)."""
-    from . import configs
-    from .kda_decode import LAUNCH_KINDS
-
-    launches_of = {kind: n for n, kind in LAUNCH_KINDS.items()}
-    for key, entry in sorted(configs._read(stem).items()):
-        kind, dtype, K, V, L = _entry_shape(key)
-        which = "standard" if kind == "standard" else "replayssm"
-        config = dict(entry) if which == "standard" else {**entry, **(extra or {})}
-        common, caches, out, idx, write_pos = _problem_inputs(32, K, V, L, dtype)
-        for launch in _plan(which, launches_of.get(kind), common, caches, out, idx, write_pos, "fast", config):
-            source, tensors = launch_source(launch)
-            ttir = compile_sm90(source, tensors, launch.config.num_warps).asm["ttir"] if ir else None
-            yield key, launch.name, _digest(_normalised(source, False)), _digest(_normalised(ttir, True)) if ir else ""
-
-
-def _append_row(args, report: dict, argv) -> None:
-    """One CSV row per call: the options, the report and the command that made it."""
-    import csv
-
-    from .envinfo import write_env_json
-
-    command = "python -m replayssm_kernels.inspect_codegen " + " ".join(argv if argv is not None else sys.argv[1:])
-    shown_only = ("dump", "csv", "fingerprint", "memory_order")  # output options, not what was compiled
-    row = {k: v for k, v in vars(args).items() if k not in shown_only}
-    row = {**row, "config": json.dumps(args.config), **report, "command": command}
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    header = None
-    if args.csv.exists():
-        with args.csv.open(newline="") as f:
-            header = next(csv.reader(f), None)
-    if header is not None and set(header) != set(row):
-        raise ValueError(
-            f"{args.csv}: its columns {header} are not this report's {list(row)}; "
-            "the report changed since the file was started: write to a new file"
-        )
-    with args.csv.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header or list(row))
-        if header is None:
-            writer.writeheader()
-        writer.writerow(row)
-    note = "offline sm_90 compile (no GPU); each row has its command"
-    write_env_json(args.csv.parent / "env.json", config={"note": note})
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.inspect_codegen")
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tools.codegen", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--kernel",
         choices=tuple(KERNELS),
-        default="fused",
-        help="fused: the one-launch ReplaySSM kernel; ring_weights / state: the two launches of launches=2; "
-        "ring_weights_split / state_split / flush: the three of launches=3",
+        default="state",
+        help="ring_weights / state: the two launches of launches=2; ring_weights_split / state_split / flush: "
+        "the three of launches=3; standard: the standard kernel",
     )
-    ap.add_argument("--precision", choices=("fast", "precise"), default="fast")
-    ap.add_argument("--cache-length", type=int, default=16)
-    ap.add_argument("--block-v", type=int, default=128)
-    ap.add_argument("--block-k", type=int, default=32, help="fused and state kernels: K channels per pipelined chunk")
-    ap.add_argument("--num-warps", type=int, default=4)
-    ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32")
-    ap.add_argument("--config", type=json.loads, default={}, help="more helion.Config fields as JSON")
+    ap.add_argument("--cache-length", type=int, default=16, help="ring length L")
+    ap.add_argument("--block-v", type=int, default=64, help="V tile")
+    ap.add_argument("--block-k", type=int, default=32, help="state kernels: K channels per pipelined chunk")
+    ap.add_argument("--num-warps", type=int, default=2, help="warps of the launch")
+    ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32", help="state dtype")
+    ap.add_argument("--config", type=json.loads, default={}, help="kernel options (a table entry's) as JSON")
     ap.add_argument("--dump", help="also write the generated Triton source here")
-    ap.add_argument("--csv", type=Path, help="also append the report as a row here (env.json beside it)")
     ap.add_argument(
         "--memory-order",
         action="store_true",
         help="also print the global loads (L), stores (S) and async copies (A) in SASS order",
-    )
-    ap.add_argument(
-        "--fingerprint",
-        metavar="TABLE",
-        nargs="?",
-        const="nvidia_h200",
-        help="instead: hash every launch of every entry of configs/TABLE.json (--config merged into the "
-        "ReplaySSM entries), to diff before and after a kernel change",
     )
     args = ap.parse_args(argv)
     if os.environ.get("HELION_INTERPRET") == "1" or os.environ.get("TRITON_INTERPRET") == "1":
         print("unset HELION_INTERPRET / TRITON_INTERPRET: this compiles real Triton code", file=sys.stderr)
         return 2
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    if args.fingerprint:
-        print("entry launch source ttir")
-        for row in table_fingerprints(args.fingerprint, args.config):
-            print(*row, flush=True)
-        return 0
     source, tensors, config = generated_source(
-        args.kernel,
-        args.cache_length,
-        args.block_v,
-        args.num_warps,
-        getattr(torch, args.state_dtype),
-        args.precision,
-        args.config,
+        args.kernel, args.cache_length, args.block_v, args.num_warps, getattr(torch, args.state_dtype), args.config,
         args.block_k,
-    )
+    )  # fmt: skip
     if args.dump:
         with open(args.dump, "w") as f:
             f.write(source)
@@ -426,8 +310,6 @@ def main(argv=None) -> int:
     print(" ".join(f"{k}={v}" for k, v in report.items()))
     if args.memory_order:
         print("memory_order=" + sass_memory_order(compiled.asm["cubin"]))
-    if args.csv:
-        _append_row(args, report, argv)
     return 0
 
 

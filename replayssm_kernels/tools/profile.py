@@ -1,21 +1,18 @@
-"""``python -m replayssm_kernels.profile_launches``: where a decode step's device time goes, per kernel.
+"""``python -m replayssm_kernels.tools.profile``: where a decode step's device time goes, per kernel.
 
 The benchmark times a whole step; this splits it. It runs the benchmark's steady-state workload (same
 inputs, same cursor schedule) for a few flush cycles under ``torch.profiler`` and reports each GPU
 kernel's mean device time per step, so a ReplaySSM step shows its ring-weights launch and its state
 launch separately, beside the standard kernel. Kernel durations come from CUPTI, without CUDA graphs:
-the sum per step is close to, not equal to, the benchmark's graph-timed figure. With three launches
-(the default design from the device table's ``split_flush_from_l`` on) the state and flush launches
-run one Helion kernel; they are told apart by their order in the step and reported as
-``<kernel>#1`` (state) and ``#2`` (flush).
+the sum per step is close to, not equal to, the benchmark's graph-timed figure.
 
 ``--isolated`` times each launch of a step alone instead, under a CUDA graph (one graph per launch,
 rotated over the slot sets), with the cursors of ``--cursors``: ``steady`` (the benchmark's staggered
 schedule), ``none`` (every cursor 0: no row flushes, so a flush launch's programs all exit after the
 row setup) or ``all`` (every cursor L - 1: every row flushes). It writes ``launch_isolated.csv``.
 
-    python -m replayssm_kernels.profile_launches --cache-lengths 1 4 16 64 --out results/profile
-    python -m replayssm_kernels.profile_launches --isolated --cursors steady none all --cache-lengths 16
+    python -m replayssm_kernels.tools.profile --cache-lengths 1 4 16 64 --out /tmp/profile
+    python -m replayssm_kernels.tools.profile --isolated --cursors steady none all --cache-lengths 16 --out /tmp/p
 """
 
 from __future__ import annotations
@@ -41,8 +38,8 @@ CSV_COLUMNS = [
 def kernel_times(launches, cycles: int) -> dict[str, tuple[float, float]]:
     """{kernel: (launches per step, device microseconds per step)} over ``cycles`` runs of ``launches``.
 
-    A kernel that runs several times a step (the state and the flush launch of a three-launch step
-    share one Helion body) is reported once per occurrence, in launch order: ``<name>#1``, ``#2``."""
+    A kernel that runs several times a step is reported once per occurrence, in launch order:
+    ``<name>#1``, ``#2``."""
     from torch.profiler import ProfilerActivity, profile
 
     for f in launches:  # compile and warm up
@@ -72,16 +69,14 @@ def kernel_times(launches, cycles: int) -> dict[str, tuple[float, float]]:
 CURSOR_MODES = ("steady", "none", "all")
 
 
-def isolated_plans(work, mode: str, precision: str = "fast", extra: dict | None = None) -> list[list]:
+def isolated_plans(work, mode: str, extra: dict | None = None) -> list[list]:
     """The launches of every (slot set, step of the cycle) of ``work`` with the cursors of ``mode``,
     built but not run (``isolated_times``). ``extra`` overrides fields and kernel options of the table's
     entry for the default design; its key ``launches`` (not a config field) picks another design
     instead, with that design's entry and the rest of ``extra``."""
-    from types import SimpleNamespace
-
+    from ..configs import DTYPE_NAMES, device_key, lookup, shape_class
+    from ..plan import LAUNCH_KINDS, default_launches, plan_replayssm
     from .bench import DTYPES
-    from .configs import load_config
-    from .kda_decode import LAUNCH_KINDS, default_launches, replayssm_launches
 
     case, w = work.case, work.weights
     L = case.cache_length
@@ -90,24 +85,24 @@ def isolated_plans(work, mode: str, precision: str = "fast", extra: dict | None 
     config = None
     if extra:
         kind = LAUNCH_KINDS[default_launches(L, work.device) if launches is None else launches]
-        shapes = SimpleNamespace(key_dim=case.key_dim, value_dim=case.value_dim, cache_length=L)
-        config = load_config(kind, work.device, DTYPES[case.state_dtype], shapes) | extra
+        cls = shape_class(kind, case.key_dim, case.value_dim, L)
+        entry, _ = lookup(kind, device_key(work.device), DTYPE_NAMES[DTYPES[case.state_dtype]], cls)
+        config = entry | extra
     fixed = {"none": 0, "all": L - 1}
     plans = []
     for idx, t in itertools.product(work.indices, range(L)):
         wp = work.cursors[t] if mode == "steady" else torch.full_like(work.cursors[t], fixed[mode])
         mixed, a, b = work.tokens[t]
         plans.append(
-            replayssm_launches(
+            plan_replayssm(
                 mixed, a, b, w.A_log, w.dt_bias, w.scale, work.state, work.d_cache, work.k_cache, work.g_cache,
-                work.out, idx, wp, None, True, None, precision=precision, launches=launches, check_values=False,
-                config=config,
+                work.out, idx, wp, None, True, None, launches=launches, check_values=False, config=config,
             )
         )  # fmt: skip
     return plans
 
 
-def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None = None) -> dict[str, float]:
+def isolated_times(work, mode: str, extra: dict | None = None) -> dict[str, float]:
     """{launch name: graph-timed microseconds per launch} for each launch of a ReplaySSM step run alone,
     and ``"step"``: the whole step as the decode runs it (``run_launches``: a launch marked ``beside``
     on a second stream), graph-timed the same way.
@@ -116,10 +111,10 @@ def isolated_times(work, mode: str, precision: str = "fast", extra: dict | None 
     (``isolated_plans``, which ``extra`` goes to) and every launch runs once in order first, so each
     one's inputs (launch 1's scratch buffers) are real; then each launch kind is captured alone, all
     its copies in one graph."""
+    from ..plan import run_launches
     from .bench import time_graph
-    from .kda_decode import run_launches
 
-    plans = isolated_plans(work, mode, precision, extra)
+    plans = isolated_plans(work, mode, extra)
     for plan in plans:
         for launch in plan:
             launch()
@@ -159,14 +154,16 @@ def main(argv=None) -> int:
 
     from .envinfo import write_env_json
 
-    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.profile_launches")
-    ap.add_argument("--batch", type=int, default=256)
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tools.profile", description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=256, help="rows per step")
     ap.add_argument("--heads", type=int, default=32, help="HV (= H)")
     ap.add_argument("--dim", type=int, default=128, help="K = V")
-    ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 4, 16, 64])
-    ap.add_argument("--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16")])
+    ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 4, 16, 64], help="ring lengths L")
+    ap.add_argument(
+        "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16")], help="state/ring dtypes"
+    )
     ap.add_argument("--cycles", type=int, default=3, help="flush cycles profiled per case")
-    ap.add_argument("--out", type=Path, default=Path("results/profile"))
+    ap.add_argument("--out", type=Path, required=True, help="folder for the CSV and env.json")
     ap.add_argument("--isolated", action="store_true", help="time each launch alone under a CUDA graph")
     ap.add_argument("--cursors", nargs="+", choices=CURSOR_MODES, default=["steady"], help="with --isolated")
     ap.add_argument(
@@ -189,7 +186,7 @@ def main(argv=None) -> int:
         work = Workload(case, _slot_sets(case, l2, 4), device)
         impls = ["replayssm_helion"] + (["standard_helion"] if L == args.cache_lengths[0] else [])
         for impl in impls:
-            for name, (n, us) in sorted(kernel_times(work.steps(impl, "fast"), args.cycles).items()):
+            for name, (n, us) in sorted(kernel_times(work.steps(impl), args.cycles).items()):
                 rows.append(
                     {
                         "impl": impl, "batch": case.batch, "num_q_heads": case.num_q_heads,
@@ -204,7 +201,7 @@ def main(argv=None) -> int:
         torch.cuda.empty_cache()
     args.out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows, columns=CSV_COLUMNS).to_csv(args.out / "launch_times.csv", index=False)
-    command = "python -m replayssm_kernels.profile_launches " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m replayssm_kernels.tools.profile " + " ".join(argv if argv is not None else sys.argv[1:])
     write_env_json(args.out / "env.json", config={"command": command, **{k: str(v) for k, v in vars(args).items()}})
     print(f"wrote {args.out / 'launch_times.csv'} ({len(rows)} rows)")
     return 0

@@ -1,4 +1,4 @@
-"""``python -m replayssm_kernels.tune``: write ``configs/<device>.json`` from timings on a GPU.
+"""``python -m replayssm_kernels.tools.tune``: write ``configs/<device>.json`` from timings on a GPU.
 
 Two ways, both recorded in the file's ``tuned_by``:
 
@@ -21,25 +21,22 @@ from pathlib import Path
 
 import torch
 
-from replayssm_ref.harness import Problem, run_sequence
+from replayssm_ref.harness import Problem, run_sequence, tolerance
 
+from .. import helion_fused_recurrent_kda_replayssm_decode
+from ..configs import CONFIG_DIR, device_key, shape_class
+from ..plan import LAUNCH_KINDS
 from .bench import DTYPES, REPLAYSSM_LAUNCHES, Case, Workload, _dtype_pair, is_replayssm, time_graph
-from .configs import CONFIG_DIR, device_key, shape_class
-from .gpu_check import tolerance
-from .inspect_codegen import device_resources
-from .kda_decode import LAUNCH_KINDS, helion_fused_recurrent_kda_replayssm_decode
+from .codegen import device_resources
 
-# The fused ReplaySSM kernel (replayssm_fused): block_sizes = [V tile, K chunk], and range_num_stages[1]
-# is the depth of its pipelined K loop (how many chunks' loads are in flight). The two- and three-launch
-# ReplaySSM state kernels: block_sizes = [V tile, K chunk] too, the depth as the option ``k_stages``.
-# The standard kernel: block_sizes = [V tile]. (This grid is the fused kernel's; pass --points or
-# --grid for the others.)
+# The ReplaySSM state kernels: block_sizes = [V tile, K chunk], the depth of their pipelined K loop the
+# option ``k_stages``; the standard kernel: block_sizes = [V tile]. Every key but block_sizes /
+# num_warps / num_stages is a kernel option (replayssm_kernels.options.KernelOptions).
 GRID = {
     "block_sizes": [[64, 32], [128, 32], [128, 64]],
-    "num_warps": [4, 8],
+    "num_warps": [2, 4],
     "num_stages": [1],
-    "range_num_stages": [[0, 2], [0, 3]],
-    # ReplaySSM kernel options (configs.KERNEL_OPTIONS), stored in the table with the rest
+    "k_stages": [1, 3],
     "flush_block_k": [32],
 }
 # config kind -> the bench impl that times it: each ReplaySSM design by its launches= count
@@ -93,7 +90,7 @@ def check_candidate(
     r = run_sequence(
         p, steps=2 * p.cache_length + 3, seed=p.cache_length, replay_fn=fn, state_dtype=DTYPES[case.state_dtype],
         cache_dtype=DTYPES[case.cache_dtype], input_dtype=torch.bfloat16, out_dtype=torch.bfloat16, device=device,
-        p_force=0.2,
+        p_force=0.2, warm=True,
     )  # fmt: skip
     return r.max_rel if r.untouched_ok and not r.nonfinite else float("inf")
 
@@ -105,7 +102,7 @@ def _resources(work: Workload, impl: str, cfg) -> dict:
     if cfg == "autotune":
         return {}
     try:
-        plan = work.plan(impl, "fast", config=cfg)
+        plan = work.plan(impl, config=cfg)
         return {f"{launch.name}_{k}": v for launch in plan for k, v in device_resources(launch).items()}
     except Exception as exc:  # internals of Triton's caches; a new version may move them
         print(f"  (no register readout: {type(exc).__name__}: {exc})", flush=True)
@@ -115,24 +112,25 @@ def _resources(work: Workload, impl: str, cfg) -> dict:
 def main(argv=None) -> int:
     import pandas as pd
 
-    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tune")
-    ap.add_argument("--search", choices=("grid", "helion"), default="grid")
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--dim", type=int, default=128)
+    ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tools.tune", description=__doc__.splitlines()[0])
+    ap.add_argument("--search", choices=("grid", "helion"), default="grid", help="an explicit grid, or Helion's")
+    ap.add_argument("--batch", type=int, default=256, help="rows of the timed shape")
+    ap.add_argument("--heads", type=int, default=32, help="H = HV of the timed shape")
+    ap.add_argument("--dim", type=int, default=128, help="K = V of the timed shape")
     ap.add_argument("--cache-lengths", type=int, nargs="+", default=[16, 32, 64], help="one per ring block class")
     ap.add_argument(
-        "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16"), ("bfloat16", "bfloat16")]
-    )
+        "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16"), ("bfloat16", "bfloat16")],
+        help="state/ring dtype pairs",
+    )  # fmt: skip
     ap.add_argument(
         "--kernels",
         nargs="+",
         choices=KINDS,
-        default=["replayssm_fused", "standard"],
-        help="replayssm: the two-launch kernel; replayssm_split: three launches; replayssm_fused: one launch",
+        default=["replayssm", "standard"],
+        help="replayssm: two launches; replayssm_split: three launches; standard: the standard kernel",
     )
-    ap.add_argument("--trials-csv", type=Path, default=Path("results/tune/trials.csv"))
-    ap.add_argument("--rep-ms", type=int, default=60)
+    ap.add_argument("--trials-csv", type=Path, required=True, help="every timed candidate, one row each")
+    ap.add_argument("--rep-ms", type=int, default=60, help="timing window per candidate")
     ap.add_argument("--grid", type=_grid_from, default=GRID, help="JSON dict overriding parts of the grid")
     ap.add_argument(
         "--exact-fit",
@@ -162,7 +160,7 @@ def main(argv=None) -> int:
     table = previous.get("configs", {}) if not args.fresh else {}
     design = {k: previous[k] for k in ("split_flush_from_l",) if k in previous}  # kept: not a tuned entry
     trials = []
-    tuned_by = "python -m replayssm_kernels.tune " + " ".join(argv if argv is not None else sys.argv[1:])
+    tuned_by = "python -m replayssm_kernels.tools.tune " + " ".join(argv if argv is not None else sys.argv[1:])
     from .envinfo import write_env_json
 
     args.trials_csv.parent.mkdir(parents=True, exist_ok=True)
@@ -190,11 +188,11 @@ def main(argv=None) -> int:
             else:
                 candidates = ["autotune"]
             best = None
-            tol = tolerance(sd, cd, "fast")
+            tol = tolerance(DTYPES[sd], DTYPES[cd], torch.bfloat16, steps=2 * L + 3)
             for cfg in candidates:
                 try:
                     err = check_candidate(impl, cfg, case, device) if is_replayssm(impl) and cfg != "autotune" else 0.0
-                    us = time_graph(work.steps(impl, "fast", config=cfg), rep_ms=args.rep_ms)[0]
+                    us = time_graph(work.steps(impl, config=cfg), rep_ms=args.rep_ms)[0]
                 except Exception as exc:  # e.g. out of registers / shared memory: skip the config
                     print(f"  {kernel} L={L} {cfg}: {type(exc).__name__}", flush=True)
                     continue
@@ -210,8 +208,7 @@ def main(argv=None) -> int:
                 if best is None or us < best[0]:
                     best = (us, cfg)
             if best is not None and isinstance(best[1], dict):
-                shapes = type("S", (), {"key_dim": args.dim, "value_dim": args.dim, "cache_length": L})
-                key = f"{kind}/{sd}/{shape_class(kind, shapes)}"
+                key = f"{kind}/{sd}/{shape_class(kind, args.dim, args.dim, L)}"
                 table[key] = best[1]
                 table.setdefault(f"{kind}/{sd}/*", best[1])  # untuned shape classes of this dtype use it
                 save()
