@@ -12,50 +12,58 @@
 # ---
 
 # %% [markdown]
-# # Throughput: ReplaySSM vs standard decode vs the copy ceiling
+# # Throughput: ReplaySSM vs standard decode vs the copy ceiling, by ring length and batch
 #
-# Reads `results/bench/decode_throughput.csv` (an H200 run of `python -m replayssm_kernels.bench`,
-# with its `env.json`). Set `RERUN_SWEEP = True` on a GPU machine to measure again first.
+# Reads each device's sweep, `results/<device>/bench/decode_throughput.csv` (made by
+# `python -m replayssm_kernels.tools.bench --plan replayssm_kernels/sweeps/full.json`, with its
+# `env.json`). On a GPU, set `RERUN_SWEEP = True` to measure this machine first.
 
 # %% tags=["parameters"]
 import os
 
 SMOKE = os.environ.get("REPLAYSSM_SMOKE") == "1"
 RERUN_SWEEP = False
-SWEEP_ARGS = ["--batch", "256", "--heads", "32", "--gqa", "1", "--cache-lengths", "1", "4", "8", "16"]
-CSV = "results/bench/decode_throughput.csv"
-RESULTS = "results/bench" + ("/_smoke" if SMOKE else "")
+SWEEP_ARGS = ["--plan", "replayssm_kernels/sweeps/full.json", "--max-sets", "16", "--rep-ms", "30"]
 
 # %%
-from pathlib import Path
-
 import pandas as pd
 import torch
 
-from replayssm_kernels import plots
+from replayssm_kernels.configs import device_key
+from replayssm_kernels.tools import plots
+from replayssm_ref.figures import RESULTS
 
-Path(RESULTS).mkdir(parents=True, exist_ok=True)
-if RERUN_SWEEP and torch.cuda.is_available():
-    from replayssm_kernels.bench import main as bench
+if RERUN_SWEEP and torch.cuda.is_available() and not SMOKE:
+    from replayssm_kernels.tools.bench import main as bench
 
-    bench(SWEEP_ARGS + ["--out", str(Path(CSV).parent)])
-df = plots.load_bench(CSV)
-print(len(df), "rows;", df.device.iloc[0], "; copy ceiling", round(df.copy_gbps.iloc[0]), "GB/s")
-
-# %%
-plots.plot_time_vs_cache_length(df, path=f"{RESULTS}/time_vs_cache_length.png")
-
-# %%
-plots.plot_speedup(df, path=f"{RESULTS}/speedup.png")
-
-# %%
-plots.plot_bandwidth(df, path=f"{RESULTS}/bandwidth.png")
+    out = RESULTS / device_key("cuda") / "bench"
+    bench([*SWEEP_ARGS[:1], str(RESULTS.parent / SWEEP_ARGS[1]), *SWEEP_ARGS[2:], "--out", str(out)])
+folders = plots.device_folders()
+print([f.name for f in folders])
 
 # %% [markdown]
-# ## Best ring length per configuration
+# ## Speedup over our standard decode, by ring length and batch
 
 # %%
-best = plots.best_cache_length(df)
+for folder in folders:
+    csv = folder / "bench" / "decode_throughput.csv"
+    plots.plot_speedup(plots.load_bench(csv), plots.gpu_name(csv))
+
+# %% [markdown]
+# ## Bandwidth: how close to the copy ceiling
+
+# %%
+for folder in folders:
+    csv = folder / "bench" / "decode_throughput.csv"
+    plots.plot_bandwidth(plots.load_bench(csv), plots.gpu_name(csv))
+
+# %% [markdown]
+# ## The headline tables
+
+# %%
 pd.set_option("display.width", 160)
-print(best.to_string(index=False))
-best.to_csv(f"{RESULTS}/best_cache_length.csv", index=False)
+for folder in folders:
+    df = plots.load_bench(folder / "bench" / "decode_throughput.csv")
+    print(folder.name)
+    print(plots.headline_markdown(df))
+    print(plots.batches_markdown(df))
