@@ -241,11 +241,11 @@ def _dtype_pair(text: str) -> tuple[str, str]:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m replayssm_kernels.tools.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 64, 256])
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 64, 256], help="rows per step")
     ap.add_argument("--heads", type=int, nargs="+", default=[8, 16, 32, 64], help="HV values")
     ap.add_argument("--gqa", type=int, nargs="+", default=[1, 2], help="HV/H ratios")
     ap.add_argument("--dims", type=int, nargs="+", default=[128], help="K = V values")
-    ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="ring lengths L")
     ap.add_argument(
         "--dtype-pairs", type=_dtype_pair, nargs="+",
         default=[("float32", "bfloat16"), ("float32", "float32"), ("bfloat16", "bfloat16")],
@@ -261,7 +261,7 @@ def parse_args(argv=None):
         help="the default design and both baselines unless told; the other ReplaySSM designs are opt-in",
     )  # fmt: skip
     ap.add_argument("--max-sets", type=int, default=64, help="cap on rotated slot sets per graph")
-    ap.add_argument("--rep-ms", type=int, default=200)
+    ap.add_argument("--rep-ms", type=int, default=200, help="timing window per case and implementation")
     ap.add_argument(
         "--cursor-seed",
         type=int,
@@ -269,7 +269,7 @@ def parse_args(argv=None):
         "instead of row %% L",
     )
     ap.add_argument("--out", type=Path, required=True, help="folder for the CSV and env.json (results/<device>/)")
-    ap.add_argument("--csv-name", default="decode_throughput.csv")
+    ap.add_argument("--csv-name", default="decode_throughput.csv", help="the CSV's file name in --out")
     ap.add_argument("--append", action="store_true", help="add rows to an existing CSV instead of replacing it")
     return ap.parse_args(argv)
 
