@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from .harness import Problem, run_sequence, tolerance
+from .harness import DTYPES, Problem, run_sequence, tolerance
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+CLI_DTYPES = ("float64", "float32", "bfloat16")
 FLOAT64_TOLERANCE = 1e-12  # float64 replay against the float64 recurrence: exact up to reassociation
 
 
@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dims", type=_dims, default=(16, 32), metavar="KxV", help="key x value dim (default 16x32)")
     ap.add_argument("--batch", type=_positive_int, default=4, help="rows per step (default 4)")
     ap.add_argument("--steps", type=_positive_int, default=None, help="steps per case (default 2L+3: two cycles)")
-    ap.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES), help="state dtypes")
+    ap.add_argument("--dtypes", nargs="+", choices=CLI_DTYPES, default=list(CLI_DTYPES), help="state dtypes")
     ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     ap.add_argument("--json", action="store_true", help="print one JSON document instead of a table")

@@ -17,12 +17,11 @@ import pandas as pd
 import torch
 
 from .cache import ReplaySSMCache
-from .harness import Problem, random_token, random_weights, run_sequence, tolerance
+from .harness import DTYPES, Problem, random_token, random_weights, run_sequence, tolerance
 from .recurrence import recurrent_decode_step
 from .replay import advance_write_pos, materialize_state, replayssm_decode_step
 from .traffic import TrafficShape, replay_cycle_bytes_per_row, standard_bytes_per_row
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
@@ -91,7 +90,7 @@ def semantics_trace(
 
 def plot_ring_occupancy(trace: pd.DataFrame, cache_length: int, path=None):
     """Ring entries held by each row over time, with flush events marked."""
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    fig, ax = plt.subplots(figsize=(10, 3.4))
     for r, g in trace.groupby("row"):
         ax.step(g.step, g.entries_after, where="post", label=f"row {r}")
         for event, marker in (("natural flush", "v"), ("forced flush", "x")):
@@ -100,7 +99,7 @@ def plot_ring_occupancy(trace: pd.DataFrame, cache_length: int, path=None):
     ax.axhline(cache_length - 1, color="grey", ls=":", lw=1, label="L - 1: next step flushes")
     ax.set_xlabel("decode step")
     ax.set_ylabel("committed ring entries")
-    ax.set_title("Ring occupancy: entries accumulate, a flush folds them into the checkpoint")
+    ax.set_title("Ring occupancy: entries accumulate, a flush folds them into the checkpoint", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return finish(fig, path)
 
@@ -121,7 +120,7 @@ def bytes_model_frame(lengths, shape: TrafficShape | None = None) -> pd.DataFram
 
 
 def plot_bytes_model(frame: pd.DataFrame, path=None):
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
     rep = frame[frame.impl == "replayssm"]
     for sd, g in rep.groupby("state_dtype"):
         line = ax.plot(g.cache_length, g.bytes_per_row / 1e6, "o-", label=f"ReplaySSM, {sd} state, bf16 ring")
@@ -129,7 +128,7 @@ def plot_bytes_model(frame: pd.DataFrame, path=None):
         ax.axhline(std / 1e6, ls="--", color=line[0].get_color(), label=f"standard decode, {sd} state")
     log2_x(ax, rep.cache_length)
     ax.set_ylabel("MB moved per row per step (cycle avg)")
-    ax.set_title("Traffic model, HV=32, K=V=128 (inputs/outputs included)")
+    ax.set_title("Traffic model, HV=32, K=V=128 (inputs/outputs included)", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return finish(fig, path)
 
@@ -193,7 +192,7 @@ def drift_sweep(steps: int, cache_lengths=(1, 8, 64), *, dtype="float32", seed=0
 
 
 def plot_drift(frame: pd.DataFrame, window: int = 64, path=None):
-    fig, ax = plt.subplots(figsize=(8, 3.6))
+    fig, ax = plt.subplots(figsize=(10, 3.6))
     for (impl, L), g in frame.groupby(["impl", "cache_length"]):
         label = "standard decode" if impl == "standard" else f"ReplaySSM L={L}"
         smooth = g.sort_values("step").rel_err_out.rolling(window, min_periods=1).max()
@@ -201,6 +200,6 @@ def plot_drift(frame: pd.DataFrame, window: int = 64, path=None):
     ax.set_yscale("log")
     ax.set_xlabel("decode step")
     ax.set_ylabel(f"‖out − ref‖/‖ref‖ (rolling max, {window} steps)")
-    ax.set_title("Long-horizon drift against the float64 recurrence (float32 state, same inputs)")
+    ax.set_title("Long-horizon drift against the float64 recurrence (float32 state, same inputs)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return finish(fig, path)

@@ -27,6 +27,7 @@ from .recurrence import recurrent_decode_step
 from .replay import advance_write_pos, materialize_state, replayssm_decode_step
 
 SENTINEL = 1e30  # fills state slots no row uses; they must come back bit-identical
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Unit roundoff of each storage dtype (half an ulp at 1).
 UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}

@@ -155,7 +155,6 @@ def test_readme_usage_example_runs():
 def test_readme_and_notes_are_small_and_name_only_paths_that_exist():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.encode()) <= 12 * 1024
-    assert len((ROOT / "docs/lab_notes.md").read_text().encode()) <= 20 * 1024
     for doc in (readme, (ROOT / "docs/design.md").read_text()):
         for path in re.findall(r"\]\(([^)#:]+)\)", doc) + re.findall(
             r"`((?:results|docs|notebooks|scripts|tests|"

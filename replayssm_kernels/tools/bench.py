@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from replayssm_ref.harness import Problem, random_token, random_weights
+from replayssm_ref.harness import DTYPES, Problem, random_token, random_weights
 from replayssm_ref.traffic import TrafficShape, replay_bytes_per_row, standard_bytes_per_row
 
 REPLAYSSM_LAUNCHES = {"replayssm_helion": None, "replayssm_helion_two_launch": 2, "replayssm_helion_split": 3}
@@ -42,7 +42,6 @@ def is_replayssm(impl: str) -> bool:
     return impl in REPLAYSSM_LAUNCHES
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 CSV_COLUMNS = [
     "impl", "batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "cache_length", "state_dtype",
     "cache_dtype", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
@@ -104,7 +103,7 @@ def measure_copy_gbps(device, nbytes: int = 1 << 30) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
-def _slot_sets(case: Case, l2_bytes: int, max_sets: int) -> int:
+def slot_sets(case: Case, l2_bytes: int, max_sets: int) -> int:
     t = case.traffic()
     per_row = t.num_v_heads * (t.state_head_bytes + case.cache_length * t.entry_bytes)
     return max(1, min(max_sets, math.ceil(4 * l2_bytes / (case.batch * per_row))))
@@ -222,7 +221,7 @@ def build_cases(args) -> list[Case]:
     groups = [vars(args)] if args.plan is None else json.loads(args.plan.read_text())["groups"]
     cases = []
     for g in groups:
-        pairs = [tuple(p) if not isinstance(p, str) else _dtype_pair(p) for p in g["dtype_pairs"]]
+        pairs = [tuple(p) if not isinstance(p, str) else dtype_pair(p) for p in g["dtype_pairs"]]
         for B, HV, gqa, L, (sd, cd), kv in itertools.product(
             g["batch"], g["heads"], g["gqa"], g["cache_lengths"], pairs, g.get("dims", [128])
         ):
@@ -232,7 +231,7 @@ def build_cases(args) -> list[Case]:
     return cases
 
 
-def _dtype_pair(text: str) -> tuple[str, str]:
+def dtype_pair(text: str) -> tuple[str, str]:
     s, _, c = text.partition("/")
     if s not in DTYPES or c not in DTYPES:
         raise argparse.ArgumentTypeError(f"expected STATE/CACHE dtypes like float32/bfloat16, got {text!r}")
@@ -247,7 +246,7 @@ def parse_args(argv=None):
     ap.add_argument("--dims", type=int, nargs="+", default=[128], help="K = V values")
     ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="ring lengths L")
     ap.add_argument(
-        "--dtype-pairs", type=_dtype_pair, nargs="+",
+        "--dtype-pairs", type=dtype_pair, nargs="+",
         default=[("float32", "bfloat16"), ("float32", "float32"), ("bfloat16", "bfloat16")],
         help="state/ring dtype pairs",
     )  # fmt: skip
@@ -330,7 +329,7 @@ def main(argv=None) -> int:
     with Progress(disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task("sweep", total=len(cases))
         for case in cases:
-            sets = _slot_sets(case, l2, args.max_sets)
+            sets = slot_sets(case, l2, args.max_sets)
             work = Workload(case, sets, device, cursor_seed=args.cursor_seed)
             for impl in args.impls:
                 # Baselines do not depend on L or the ring dtype: time them once per shape, at L=1 sets.

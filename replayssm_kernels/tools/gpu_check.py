@@ -18,12 +18,10 @@ from pathlib import Path
 
 import torch
 
-from replayssm_ref.harness import Problem, run_sequence, tolerance
+from replayssm_ref.harness import DTYPES, Problem, run_sequence, tolerance
 
 from .. import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
 from .envinfo import write_env_json
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def main(argv=None) -> int:

@@ -2,7 +2,8 @@
 
 For each device folder ``results/<device>/`` it draws ``bench/speedup.png`` and ``bench/bandwidth.png``
 from ``bench/decode_throughput.csv`` and ``gpu_check/kernel_errors.png`` from
-``gpu_check/kernel_errors.csv``, and rewrites the README's generated block (between
+``gpu_check/kernel_errors.csv``, writes ``redesign/comparison.csv`` from the before/after timings
+there, and rewrites the README's generated block (between
 ``<!-- results:begin -->`` and ``<!-- results:end -->``) with each device's headline tables. The GPU's
 name comes from the ``env.json`` beside each CSV. Nothing here runs a kernel; every figure is a
 function that returns it (a notebook shows it inline) and saves it where given a path.
@@ -130,7 +131,7 @@ def plot_kernel_errors(err: pd.DataFrame, gpu: str, path=None):
     ax.set_yscale("log")
     ax.set_ylabel("worst ‖x − ref‖/‖ref‖")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
-    ax.set_title(f"Kernel error against the float64 recurrence, bf16 inputs/outputs ({gpu})")
+    ax.set_title(f"Kernel error vs float64, bf16 inputs and outputs ({gpu})", fontsize=10)
     return finish(fig, path)
 
 
@@ -199,6 +200,20 @@ def results_markdown(folders: list[Path]) -> str:
     return "\n".join(parts)
 
 
+def redesign_comparison(folder: Path) -> pd.DataFrame | None:
+    """The redesign's before/after timing (``redesign/before`` and ``redesign/after``, each the bench run
+    twice in one device call, interleaved): median per case and implementation, and after / before."""
+    before, after = (folder / "redesign" / w / "decode_throughput.csv" for w in ("before", "after"))
+    if not (before.exists() and after.exists()):
+        return None
+    keys = ["impl", "batch", "num_v_heads", "cache_length", "state_dtype", "cache_dtype"]
+    b = load_bench(before).groupby(keys).us_per_step.median().rename("us_before")
+    a = load_bench(after).groupby(keys).us_per_step.median().rename("us_after")
+    table = pd.concat([b, a], axis=1).reset_index()
+    table["after_over_before"] = table.us_after / table.us_before
+    return table
+
+
 def replace_block(text: str, body: str) -> str:
     begin, end = "<!-- results:begin -->", "<!-- results:end -->"
     head, rest = text.split(begin, 1)
@@ -216,6 +231,9 @@ def main(argv=None) -> int:
         df, gpu = load_bench(csv), gpu_name(csv)
         plt.close(plot_speedup(df, gpu, folder / "bench" / "speedup.png"))
         plt.close(plot_bandwidth(df, gpu, folder / "bench" / "bandwidth.png"))
+        comparison = redesign_comparison(folder)
+        if comparison is not None:
+            comparison.to_csv(folder / "redesign" / "comparison.csv", index=False)
         errors = folder / "gpu_check" / "kernel_errors.csv"
         if errors.exists():
             err = pd.read_csv(errors, keep_default_na=False)

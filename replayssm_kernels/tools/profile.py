@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from .bench import Case, Workload, _dtype_pair, _slot_sets
+from .bench import Case, Workload, dtype_pair, slot_sets
 
 CSV_COLUMNS = [
     "impl", "batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "cache_length", "state_dtype",
@@ -133,7 +133,7 @@ def _isolated_main(args, device, props, l2) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for (sd, cd), L in itertools.product(args.dtype_pairs, args.cache_lengths):
         case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
-        work = Workload(case, _slot_sets(case, l2, 4), device)
+        work = Workload(case, slot_sets(case, l2, 4), device)
         for (v, extra), mode in itertools.product(enumerate(variants), args.cursors):
             for name, us in isolated_times(work, mode, extra=extra).items():
                 rows.append({"cache_length": L, "state_dtype": sd, "cache_dtype": cd, "variant": v,
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dim", type=int, default=128, help="K = V")
     ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 4, 16, 64], help="ring lengths L")
     ap.add_argument(
-        "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16")], help="state/ring dtypes"
+        "--dtype-pairs", type=dtype_pair, nargs="+", default=[("float32", "bfloat16")], help="state/ring dtypes"
     )
     ap.add_argument("--cycles", type=int, default=3, help="flush cycles profiled per case")
     ap.add_argument("--out", type=Path, required=True, help="folder for the CSV and env.json")
@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     rows = []
     for (sd, cd), L in [(p, L) for p in args.dtype_pairs for L in args.cache_lengths]:
         case = Case(args.batch, args.heads, args.heads, args.dim, args.dim, L, sd, cd)
-        work = Workload(case, _slot_sets(case, l2, 4), device)
+        work = Workload(case, slot_sets(case, l2, 4), device)
         impls = ["replayssm_helion"] + (["standard_helion"] if L == args.cache_lengths[0] else [])
         for impl in impls:
             for name, (n, us) in sorted(kernel_times(work.steps(impl), args.cycles).items()):

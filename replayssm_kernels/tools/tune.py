@@ -26,7 +26,7 @@ from replayssm_ref.harness import Problem, run_sequence, tolerance
 from .. import helion_fused_recurrent_kda_replayssm_decode
 from ..configs import CONFIG_DIR, device_key, shape_class
 from ..plan import LAUNCH_KINDS
-from .bench import DTYPES, REPLAYSSM_LAUNCHES, Case, Workload, _dtype_pair, is_replayssm, time_graph
+from .bench import DTYPES, REPLAYSSM_LAUNCHES, Case, Workload, dtype_pair, is_replayssm, time_graph
 from .codegen import device_resources
 
 # The ReplaySSM state kernels: block_sizes = [V tile, K chunk], the depth of their pipelined K loop the
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dim", type=int, default=128, help="K = V of the timed shape")
     ap.add_argument("--cache-lengths", type=int, nargs="+", default=[16, 32, 64], help="one per ring block class")
     ap.add_argument(
-        "--dtype-pairs", type=_dtype_pair, nargs="+", default=[("float32", "bfloat16"), ("bfloat16", "bfloat16")],
+        "--dtype-pairs", type=dtype_pair, nargs="+", default=[("float32", "bfloat16"), ("bfloat16", "bfloat16")],
         help="state/ring dtype pairs",
     )  # fmt: skip
     ap.add_argument(
