@@ -267,11 +267,10 @@ def plan_replayssm(
 
     if rows:
         rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
-        programs = torch.empty(opts.flush_programs, device=mixed_qkv.device, dtype=torch.int8)
         flush_rows = FlushRowsArgs(
             k_view=k_view, a3=a3, A_log=A_log, dt2=dt2, initial_state=initial_state, d_cache=d_cache,
             k_cache=k_cache, g_cache=g_cache, decay=decay, w_ring=w_ring, u_buf=u_buf, v_view=v_view, b=b,
-            coef=coef, xs=xs, qk=qk, out=out, programs=programs, FK=fk, FW=fw, BV=flush_config.block_sizes[0],
+            coef=coef, xs=xs, qk=qk, out=out, P=opts.flush_programs, FK=fk, FW=fw, BV=flush_config.block_sizes[0],
             BB=ring_block(B), LB=ring_block(L), OWN=bool(overlap), HAND_W=hand_w, **common, **gate,
         )  # fmt: skip
         plan.append(Launch("flush_rows", flush_rows_body, rows_config, flush_rows, beside=overlap))

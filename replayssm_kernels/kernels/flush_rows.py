@@ -46,7 +46,6 @@ class FlushRowsArgs:
     xs: torch.Tensor  # [B, HV, 2, K] from launch 1
     qk: torch.Tensor  # [B, HV] from launch 1
     out: torch.Tensor  # [B, 1, HV, V]
-    programs: torch.Tensor  # [P]: only its length is read, the number of programs (the grid)
     ssm_state_indices: torch.Tensor  # [B]
     write_pos: torch.Tensor  # [B] int32
     force_flush: torch.Tensor | None  # [B] int32
@@ -63,6 +62,7 @@ class FlushRowsArgs:
     LB: int  # the ring rounded up to a power of two (OWN: the d tile of S_pre x)
     OWN: bool  # flush rows' u and output too (the state launch skipped them)
     HAND_W: bool  # launch 1's ring weights instead of a reverse scan per tile
+    P: int  # programs (the grid): the kernel option flush_programs
 
 
 def flush_rows_body(
@@ -83,7 +83,6 @@ def flush_rows_body(
     xs: torch.Tensor,
     qk: torch.Tensor,
     out: torch.Tensor,
-    programs: torch.Tensor,
     ssm_state_indices: torch.Tensor,
     write_pos: torch.Tensor,
     force_flush: torch.Tensor | None,
@@ -100,13 +99,13 @@ def flush_rows_body(
     LB: hl.constexpr,
     OWN: hl.constexpr,
     HAND_W: hl.constexpr,
+    P: hl.constexpr,
 ) -> torch.Tensor:
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
     HV = a3.size(1)
     V = hl.specialize(v_view.size(2))
     L = hl.specialize(d_cache.size(2))
-    P = programs.size(0)
     NV = (V + BV - 1) // BV
     NT = (L + FW - 1) // FW
     for tile_p in hl.tile(P, block_size=1):
