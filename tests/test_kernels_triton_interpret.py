@@ -29,7 +29,7 @@ def test_generated_code_of_each_design(design):
 def test_generated_code_with_a_ring_longer_than_a_tile(design):
     """L = 20: the state launch walks d in tiles, a flush takes two ring tiles."""
     p = Problem(2, 1, 1, 16, 16, 20)
-    check_sequence(p, design_fn(design), steps=4, p_force=0.4, seed=3, warm=True)
+    check_sequence(p, design_fn(design), steps=4, p_force=0.2, seed=0, warm=True)
 
 
 def test_generated_standard_code():
