@@ -37,10 +37,11 @@ def tolerance(*dtypes: torch.dtype, steps: int = 1) -> float:
     """The relative error allowed per (row, value head) after ``steps`` decode steps whose values pass
     through ``dtypes`` (state, rings, inputs, output): ``8 u sqrt(steps)``, ``u`` the coarsest unit
     roundoff among them (rounding errors of independent steps add like a random walk), and at least
-    1e-5 where every storage dtype is float32 or finer: the kernels compute in float32 (exp, sums of K
-    products), which a float32 store does not bound. Written once, used by every test and check."""
+    5e-5: arithmetic is float32 at best (exp, sums of K and L products), and one (row, head)'s output
+    can cancel (the float32 reference reaches 1.1e-5 at L = 16). Written once, used by every test and
+    check."""
     u = max(UNIT_ROUNDOFF[d] for d in dtypes)
-    return max(8 * u * math.sqrt(max(steps, 1)), 1e-5)
+    return max(8 * u * math.sqrt(max(steps, 1)), 5e-5)
 
 
 @dataclass(frozen=True)
