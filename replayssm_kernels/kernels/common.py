@@ -115,3 +115,18 @@ def own_tile(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, 
     w = torch.exp(suffix) * kappa.to(torch.float32) * alpha[:, None, :]  # W_i alpha kappa_i
     S = S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
     return S, newer + gamma.sum(1)
+
+
+def args_record(body) -> type:
+    """The typed record of ``body``'s arguments: a frozen dataclass with one field per parameter, in
+    order, typed by the parameter's annotation (``hl.constexpr`` ones hold plain Python values). The
+    planner builds it by name and a launch calls the body with its fields by name, so the body's
+    signature is the one list of a launch's arguments."""
+    import dataclasses
+    import inspect
+
+    fields = [(name, p.annotation) for name, p in inspect.signature(body).parameters.items()]
+    name = "".join(part.title() for part in body.__name__.removesuffix("_body").split("_")) + "Args"
+    record = dataclasses.make_dataclass(name, fields, frozen=True)
+    record.__module__ = body.__module__
+    return record

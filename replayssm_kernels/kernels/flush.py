@@ -9,61 +9,34 @@ the flushing rows' work.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import helion.language as hl
 import torch
 
-from .common import gate, l2_scale, row_setup, walk_entry
-
-
-@dataclass(frozen=True)
-class FlushArgs:
-    k_view: torch.Tensor  # [B, H, K]
-    a3: torch.Tensor  # [B, HV, K]
-    A_log: torch.Tensor  # [HV]
-    dt2: torch.Tensor  # [HV, K]
-    initial_state: torch.Tensor  # [slots, HV, V, K], read and written
-    d_cache: torch.Tensor  # [slots, HV, L, V]
-    k_cache: torch.Tensor  # [slots, H, L, K]
-    g_cache: torch.Tensor  # [slots, HV, L, K]
-    decay: torch.Tensor  # [B, HV, K] from launch 1: e^Gamma alpha
-    u_buf: torch.Tensor  # [B, HV, V] fp32 from the state launch: flush rows' u
-    ssm_state_indices: torch.Tensor  # [B]
-    write_pos: torch.Tensor  # [B] int32
-    force_flush: torch.Tensor | None  # [B] int32
-    num_slots: int
-    lower_bound: float
-    USE_L2NORM: bool
-    BOUNDED: bool
-    HAS_FORCE: bool
-    HPQ: int
-    CH: int  # ring positions per unrolled chunk of the walk (divides L)
-    FK: int  # K channels per step
+from .common import args_record, gate, l2_scale, row_setup, walk_entry
 
 
 def flush_body(
-    k_view: torch.Tensor,
-    a3: torch.Tensor,
-    A_log: torch.Tensor,
-    dt2: torch.Tensor,
-    initial_state: torch.Tensor,
-    d_cache: torch.Tensor,
-    k_cache: torch.Tensor,
-    g_cache: torch.Tensor,
-    decay: torch.Tensor,
-    u_buf: torch.Tensor,
-    ssm_state_indices: torch.Tensor,
-    write_pos: torch.Tensor,
-    force_flush: torch.Tensor | None,
+    k_view: torch.Tensor,  # [B, H, K]
+    a3: torch.Tensor,  # [B, HV, K]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K], read and written
+    d_cache: torch.Tensor,  # [slots, HV, L, V]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
+    u_buf: torch.Tensor,  # [B, HV, V] fp32 from the state launch: flush rows' u
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor | None,  # [B] int32
     num_slots: int,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,
-    CH: hl.constexpr,
-    FK: hl.constexpr,
+    CH: hl.constexpr,  # ring positions per unrolled chunk of the walk (divides L)
+    FK: hl.constexpr,  # K channels per step
 ) -> torch.Tensor:
     B = k_view.size(0)
     K = hl.specialize(k_view.size(2))
@@ -96,3 +69,6 @@ def flush_body(
                 S = S + u[None, :, None] * k_c[None, None, :]
                 initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)
     return u_buf
+
+
+FlushArgs = args_record(flush_body)

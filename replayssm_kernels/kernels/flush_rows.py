@@ -15,91 +15,51 @@ disjoint data, so ``plan.run_launches`` runs them at once on two streams.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import helion.language as hl
 import torch
 
-from .common import gate, handed_tile, l2_scale, own_tile
+from .common import args_record, gate, handed_tile, l2_scale, own_tile
 
 # Every program holds the whole batch's flush flags (a [BB] tile and its cumsum); past this batch a
 # three-launch step uses the per-row flush launch.
 MAX_BATCH = 4096
 
 
-@dataclass(frozen=True)
-class FlushRowsArgs:
-    k_view: torch.Tensor  # [B, H, K]
-    a3: torch.Tensor  # [B, HV, K]
-    A_log: torch.Tensor  # [HV]
-    dt2: torch.Tensor  # [HV, K]
-    initial_state: torch.Tensor  # [slots, HV, V, K], read and written
-    d_cache: torch.Tensor  # [slots, HV, L, V]
-    k_cache: torch.Tensor  # [slots, H, L, K]
-    g_cache: torch.Tensor  # [slots, HV, L, K]
-    decay: torch.Tensor  # [B, HV, K] from launch 1: e^Gamma alpha
-    w_ring: torch.Tensor | None  # [B, HV, L, K] from launch 1   (HAND_W)
-    u_buf: torch.Tensor | None  # [B, HV, V] fp32 from the state launch   (not OWN)
-    v_view: torch.Tensor  # [B, HV, V]
-    b: torch.Tensor  # [B, HV]
-    coef: torch.Tensor  # [B, HV, 2, L] from launch 1
-    xs: torch.Tensor  # [B, HV, 2, K] from launch 1
-    qk: torch.Tensor  # [B, HV] from launch 1
-    out: torch.Tensor  # [B, 1, HV, V]
-    ssm_state_indices: torch.Tensor  # [B]
-    write_pos: torch.Tensor  # [B] int32
-    force_flush: torch.Tensor | None  # [B] int32
-    num_slots: int
-    lower_bound: float
-    USE_L2NORM: bool
-    BOUNDED: bool
-    HAS_FORCE: bool
-    HPQ: int
-    FK: int  # K channels per step
-    FW: int  # ring positions per tile (DOT_MIN or more)
-    BV: int  # V channels per work item
-    BB: int  # the batch rounded up to a power of two
-    LB: int  # the ring rounded up to a power of two (OWN: the d tile of S_pre x)
-    OWN: bool  # flush rows' u and output too (the state launch skipped them)
-    HAND_W: bool  # launch 1's ring weights instead of a reverse scan per tile
-    P: int  # programs (the grid): the kernel option flush_programs
-
-
 def flush_rows_body(
-    k_view: torch.Tensor,
-    a3: torch.Tensor,
-    A_log: torch.Tensor,
-    dt2: torch.Tensor,
-    initial_state: torch.Tensor,
-    d_cache: torch.Tensor,
-    k_cache: torch.Tensor,
-    g_cache: torch.Tensor,
-    decay: torch.Tensor,
-    w_ring: torch.Tensor | None,
-    u_buf: torch.Tensor | None,
-    v_view: torch.Tensor,
-    b: torch.Tensor,
-    coef: torch.Tensor,
-    xs: torch.Tensor,
-    qk: torch.Tensor,
-    out: torch.Tensor,
-    ssm_state_indices: torch.Tensor,
-    write_pos: torch.Tensor,
-    force_flush: torch.Tensor | None,
+    k_view: torch.Tensor,  # [B, H, K]
+    a3: torch.Tensor,  # [B, HV, K]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K], read and written
+    d_cache: torch.Tensor,  # [slots, HV, L, V]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
+    w_ring: torch.Tensor | None,  # [B, HV, L, K] from launch 1   (HAND_W)
+    u_buf: torch.Tensor | None,  # [B, HV, V] fp32 from the state launch   (not OWN)
+    v_view: torch.Tensor,  # [B, HV, V]
+    b: torch.Tensor,  # [B, HV]
+    coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
+    xs: torch.Tensor,  # [B, HV, 2, K] from launch 1
+    qk: torch.Tensor,  # [B, HV] from launch 1
+    out: torch.Tensor,  # [B, 1, HV, V]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor | None,  # [B] int32
     num_slots: int,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,
-    FK: hl.constexpr,
-    FW: hl.constexpr,
-    BV: hl.constexpr,
-    BB: hl.constexpr,
-    LB: hl.constexpr,
-    OWN: hl.constexpr,
-    HAND_W: hl.constexpr,
-    P: hl.constexpr,
+    FK: hl.constexpr,  # K channels per step
+    FW: hl.constexpr,  # ring positions per tile (DOT_MIN or more)
+    BV: hl.constexpr,  # V channels per work item
+    BB: hl.constexpr,  # the batch rounded up to a power of two
+    LB: hl.constexpr,  # the ring rounded up to a power of two (OWN: the d tile of S_pre x)
+    OWN: hl.constexpr,  # flush rows' u and output too (the state launch skipped them)
+    HAND_W: hl.constexpr,  # launch 1's ring weights instead of a reverse scan per tile
+    P: hl.constexpr,  # programs (the grid): the kernel option flush_programs
 ) -> torch.Tensor:
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
@@ -177,3 +137,6 @@ def flush_rows_body(
                     initial_state, [slot, j, cols, tile_fk], S.to(initial_state.dtype), extra_mask=in_v[None, :, None]
                 )
     return out
+
+
+FlushRowsArgs = args_record(flush_rows_body)

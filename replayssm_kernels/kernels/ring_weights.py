@@ -10,69 +10,38 @@ gate. Non-flush rows also append ``k`` and ``g`` here (``d`` comes from the stat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import helion.language as hl
 import torch
 
-from .common import row_setup, token
-
-
-@dataclass(frozen=True)
-class RingWeightsArgs:
-    q_view: torch.Tensor  # [B, H, K]
-    k_view: torch.Tensor  # [B, H, K]
-    a3: torch.Tensor  # [B, HV, K]
-    b: torch.Tensor  # [B, HV]
-    A_log: torch.Tensor  # [HV]
-    dt2: torch.Tensor  # [HV, K]
-    k_cache: torch.Tensor  # [slots, H, L, K]
-    g_cache: torch.Tensor  # [slots, HV, L, K]
-    ssm_state_indices: torch.Tensor  # [B]
-    write_pos: torch.Tensor  # [B] int32
-    force_flush: torch.Tensor | None  # [B] int32
-    coef: torch.Tensor  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
-    xs: torch.Tensor  # [B, HV, 2, K] fp32, written: e^Gamma alpha q and e^Gamma alpha k
-    qk: torch.Tensor  # [B, HV] fp32, written: q . k
-    decay: torch.Tensor  # [B, HV, K] fp32, written: e^Gamma alpha (for the flush)
-    w_ring: torch.Tensor | None  # [B, HV, L, K] fp32, written on flush rows (HAND_W): W_i alpha kappa_i
-    num_slots: int
-    scale: float
-    lower_bound: float
-    USE_L2NORM: bool
-    BOUNDED: bool
-    HAS_FORCE: bool
-    HPQ: int  # value heads per q/k head
-    CH: int  # ring positions per unrolled chunk (divides L)
-    HAND_W: bool  # store flush rows' ring weights (kernel option flush_weights)
+from .common import args_record, row_setup, token
 
 
 def ring_weights_body(
-    q_view: torch.Tensor,
-    k_view: torch.Tensor,
-    a3: torch.Tensor,
-    b: torch.Tensor,
-    A_log: torch.Tensor,
-    dt2: torch.Tensor,
-    k_cache: torch.Tensor,
-    g_cache: torch.Tensor,
-    ssm_state_indices: torch.Tensor,
-    write_pos: torch.Tensor,
-    force_flush: torch.Tensor | None,
-    coef: torch.Tensor,
-    xs: torch.Tensor,
-    qk: torch.Tensor,
-    decay: torch.Tensor,
-    w_ring: torch.Tensor | None,
+    q_view: torch.Tensor,  # [B, H, K]
+    k_view: torch.Tensor,  # [B, H, K]
+    a3: torch.Tensor,  # [B, HV, K]
+    b: torch.Tensor,  # [B, HV]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    k_cache: torch.Tensor,  # [slots, H, L, K]
+    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor | None,  # [B] int32
+    coef: torch.Tensor,  # [B, HV, 2, L] fp32, written: (W_i alpha kappa_i) . q and . k
+    xs: torch.Tensor,  # [B, HV, 2, K] fp32, written: e^Gamma alpha q and e^Gamma alpha k
+    qk: torch.Tensor,  # [B, HV] fp32, written: q . k
+    decay: torch.Tensor,  # [B, HV, K] fp32, written: e^Gamma alpha (for the flush)
+    w_ring: torch.Tensor | None,  # [B, HV, L, K] fp32, written on flush rows (HAND_W): W_i alpha kappa_i
     num_slots: int,
     scale: float,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
-    HPQ: hl.constexpr,
-    CH: hl.constexpr,
-    HAND_W: hl.constexpr,
+    HPQ: hl.constexpr,  # value heads per q/k head
+    CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
+    HAND_W: hl.constexpr,  # store flush rows' ring weights (kernel option flush_weights)
 ) -> torch.Tensor:
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
@@ -125,3 +94,6 @@ def ring_weights_body(
                     extra_mask=first[:, :, None, :],
                 )  # fmt: skip
     return coef
+
+
+RingWeightsArgs = args_record(ring_weights_body)

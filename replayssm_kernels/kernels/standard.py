@@ -7,55 +7,31 @@ head, V tile) holds its ``[BV, K]`` state tile. Mirrors ``replayssm_ref.recurren
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import helion.language as hl
 import torch
 
-from .common import token
-
-
-@dataclass(frozen=True)
-class StandardArgs:
-    q_view: torch.Tensor  # [B, H, K]   views into mixed_qkv
-    k_view: torch.Tensor  # [B, H, K]
-    v_view: torch.Tensor  # [B, HV, V]
-    a3: torch.Tensor  # [B, HV, K]
-    b: torch.Tensor  # [B, HV]
-    A_log: torch.Tensor  # [HV]
-    dt2: torch.Tensor  # [HV, K]
-    initial_state: torch.Tensor  # [slots, HV, V, K], read and written
-    out: torch.Tensor  # [B, 1, HV, V]
-    ssm_state_indices: torch.Tensor  # [B]
-    write_pos: torch.Tensor | None  # [B] int32 (ReplaySSM at L = 1: a row whose cursor is not 0 is padding)
-    num_slots: int  # slots outside [0, num_slots) are padding
-    scale: float
-    lower_bound: float
-    USE_L2NORM: bool
-    BOUNDED: bool
-    HPQ: int  # value heads per q/k head
-    HAS_CURSOR: bool  # write_pos is given
+from .common import args_record, token
 
 
 def standard_body(
-    q_view: torch.Tensor,
-    k_view: torch.Tensor,
-    v_view: torch.Tensor,
-    a3: torch.Tensor,
-    b: torch.Tensor,
-    A_log: torch.Tensor,
-    dt2: torch.Tensor,
-    initial_state: torch.Tensor,
-    out: torch.Tensor,
-    ssm_state_indices: torch.Tensor,
-    write_pos: torch.Tensor | None,
-    num_slots: int,
+    q_view: torch.Tensor,  # [B, H, K]   views into mixed_qkv
+    k_view: torch.Tensor,  # [B, H, K]
+    v_view: torch.Tensor,  # [B, HV, V]
+    a3: torch.Tensor,  # [B, HV, K]
+    b: torch.Tensor,  # [B, HV]
+    A_log: torch.Tensor,  # [HV]
+    dt2: torch.Tensor,  # [HV, K]
+    initial_state: torch.Tensor,  # [slots, HV, V, K], read and written
+    out: torch.Tensor,  # [B, 1, HV, V]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor | None,  # [B] int32 (ReplaySSM at L = 1: a row whose cursor is not 0 is padding)
+    num_slots: int,  # slots outside [0, num_slots) are padding
     scale: float,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
-    HPQ: hl.constexpr,
-    HAS_CURSOR: hl.constexpr,
+    HPQ: hl.constexpr,  # value heads per q/k head
+    HAS_CURSOR: hl.constexpr,  # write_pos is given
 ) -> torch.Tensor:
     B = q_view.size(0)
     hl.specialize(q_view.size(2))  # K
@@ -87,3 +63,6 @@ def standard_body(
         if valid:
             initial_state[slot, j, tile_v, :] = S[None, :, :].to(initial_state.dtype)
     return out
+
+
+StandardArgs = args_record(standard_body)

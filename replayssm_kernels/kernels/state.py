@@ -17,94 +17,53 @@ append. Flush rows:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import helion.language as hl
 import torch
 
-from .common import DOT_MIN, gate, handed_tile, l2_scale, row_setup, walk_entry
+from .common import DOT_MIN, args_record, gate, handed_tile, l2_scale, row_setup, walk_entry
 
 RING_TILE = 16  # a ring of at most this many positions is loaded as one tile beside the checkpoint
 
 
-@dataclass(frozen=True)
-class StateArgs:
-    k_view: torch.Tensor  # [B, H, K]
-    v_view: torch.Tensor  # [B, HV, V]
-    a3: torch.Tensor | None  # [B, HV, K]   (FLUSH_HERE, walked)
-    b: torch.Tensor  # [B, HV]
-    A_log: torch.Tensor | None  # [HV]   (FLUSH_HERE, walked)
-    dt2: torch.Tensor | None  # [HV, K]   (FLUSH_HERE, walked)
-    initial_state: torch.Tensor  # [slots, HV, V, K], read
+def state_body(
+    k_view: torch.Tensor,  # [B, H, K]
+    v_view: torch.Tensor,  # [B, HV, V]
+    a3: torch.Tensor | None,  # [B, HV, K]   (FLUSH_HERE, walked)
+    b: torch.Tensor,  # [B, HV]
+    A_log: torch.Tensor | None,  # [HV]   (FLUSH_HERE, walked)
+    dt2: torch.Tensor | None,  # [HV, K]   (FLUSH_HERE, walked)
+    initial_state: torch.Tensor,  # [slots, HV, V, K], read
     # initial_state again, written by the flush: a second argument, so that Helion may pipeline the
     # flush's loop over K steps (it keeps a loop that reads and writes one argument unpipelined, for
     # triton#8259); a step writes only the tile it read
-    state_out: torch.Tensor
-    d_cache: torch.Tensor  # [slots, HV, L, V]
-    k_cache: torch.Tensor | None  # [slots, H, L, K]   (FLUSH_HERE, walked)
-    g_cache: torch.Tensor | None  # [slots, HV, L, K]   (FLUSH_HERE, walked)
-    coef: torch.Tensor  # [B, HV, 2, L] from launch 1
-    xs: torch.Tensor  # [B, HV, 2, K] from launch 1
-    qk: torch.Tensor  # [B, HV] from launch 1
-    decay: torch.Tensor | None  # [B, HV, K] from launch 1   (FLUSH_HERE)
-    w_ring: torch.Tensor | None  # [B, HV, L, K] from launch 1   (HAND_W)
-    u_buf: torch.Tensor | None  # [B, HV, V] fp32, written: flush rows' u   (three launches, not SKIP_FLUSH)
-    out: torch.Tensor  # [B, 1, HV, V]
-    ssm_state_indices: torch.Tensor  # [B]
-    write_pos: torch.Tensor  # [B] int32
-    force_flush: torch.Tensor | None  # [B] int32
-    num_slots: int
-    lower_bound: float
-    USE_L2NORM: bool
-    BOUNDED: bool
-    HAS_FORCE: bool
-    HPQ: int
-    RB: int  # ring positions per tile of d: one tile with RING_ONCE, else per loop iteration
-    RING_ONCE: bool  # the ring fits one RB tile: load it beside the checkpoint, not in a loop first
-    CH: int  # ring positions per unrolled chunk of a walked flush (divides L)
-    FK: int  # K channels per step of the flush
-    FW: int  # ring positions per tile of a HAND_W flush (DOT_MIN or more)
-    FLUSH_HERE: bool  # two launches: flush rows rewrite their checkpoint in this launch
-    HAND_W: bool  # with FLUSH_HERE: flush by tiles of launch 1's ring weights
-    SKIP_FLUSH: bool  # three launches: flush rows are wholly the flush launch's (flush_overlap)
-
-
-def state_body(
-    k_view: torch.Tensor,
-    v_view: torch.Tensor,
-    a3: torch.Tensor | None,
-    b: torch.Tensor,
-    A_log: torch.Tensor | None,
-    dt2: torch.Tensor | None,
-    initial_state: torch.Tensor,
     state_out: torch.Tensor,
-    d_cache: torch.Tensor,
-    k_cache: torch.Tensor | None,
-    g_cache: torch.Tensor | None,
-    coef: torch.Tensor,
-    xs: torch.Tensor,
-    qk: torch.Tensor,
-    decay: torch.Tensor | None,
-    w_ring: torch.Tensor | None,
-    u_buf: torch.Tensor | None,
-    out: torch.Tensor,
-    ssm_state_indices: torch.Tensor,
-    write_pos: torch.Tensor,
-    force_flush: torch.Tensor | None,
+    d_cache: torch.Tensor,  # [slots, HV, L, V]
+    k_cache: torch.Tensor | None,  # [slots, H, L, K]   (FLUSH_HERE, walked)
+    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (FLUSH_HERE, walked)
+    coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
+    xs: torch.Tensor,  # [B, HV, 2, K] from launch 1
+    qk: torch.Tensor,  # [B, HV] from launch 1
+    decay: torch.Tensor | None,  # [B, HV, K] from launch 1   (FLUSH_HERE)
+    w_ring: torch.Tensor | None,  # [B, HV, L, K] from launch 1   (HAND_W)
+    u_buf: torch.Tensor | None,  # [B, HV, V] fp32, written: flush rows' u   (three launches, not SKIP_FLUSH)
+    out: torch.Tensor,  # [B, 1, HV, V]
+    ssm_state_indices: torch.Tensor,  # [B]
+    write_pos: torch.Tensor,  # [B] int32
+    force_flush: torch.Tensor | None,  # [B] int32
     num_slots: int,
     lower_bound: float,
     USE_L2NORM: hl.constexpr,
     BOUNDED: hl.constexpr,
     HAS_FORCE: hl.constexpr,
     HPQ: hl.constexpr,
-    RB: hl.constexpr,
-    RING_ONCE: hl.constexpr,
-    CH: hl.constexpr,
-    FK: hl.constexpr,
-    FW: hl.constexpr,
-    FLUSH_HERE: hl.constexpr,
-    HAND_W: hl.constexpr,
-    SKIP_FLUSH: hl.constexpr,
+    RB: hl.constexpr,  # ring positions per tile of d: one tile with RING_ONCE, else per loop iteration
+    RING_ONCE: hl.constexpr,  # the ring fits one RB tile: load it beside the checkpoint, not in a loop first
+    CH: hl.constexpr,  # ring positions per unrolled chunk of a walked flush (divides L)
+    FK: hl.constexpr,  # K channels per step of the flush
+    FW: hl.constexpr,  # ring positions per tile of a HAND_W flush (DOT_MIN or more)
+    FLUSH_HERE: hl.constexpr,  # two launches: flush rows rewrite their checkpoint in this launch
+    HAND_W: hl.constexpr,  # with FLUSH_HERE: flush by tiles of launch 1's ring weights
+    SKIP_FLUSH: hl.constexpr,  # three launches: flush rows are wholly the flush launch's (flush_overlap)
 ) -> torch.Tensor:
     B = k_view.size(0)
     K = hl.specialize(k_view.size(2))
@@ -198,3 +157,6 @@ def state_body(
 
 
 __all__ = ["DOT_MIN", "RING_TILE", "StateArgs", "state_body"]
+
+
+StateArgs = args_record(state_body)
