@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 
 from replayssm_kernels import helion_fused_recurrent_kda_replayssm_decode
-from replayssm_ref.harness import Problem, SequenceResult, run_sequence, tolerance
+from replayssm_ref.harness import (
+    Problem,
+    SequenceResult,
+    random_token,
+    random_weights,
+    run_sequence,
+    same_bits,
+    tolerance,
+)  # fmt: skip
 
 # Each committed table entry's shape, scaled from K = V = 128 to the tests' K = V = 32: a [64, 32] tile
 # becomes [16, 8] (two V tiles, four K chunks), flush_block_k 32 or 64 becomes 16 (two K steps), so
@@ -66,3 +75,42 @@ def check_sequence(
     if flushes:
         assert r.natural_flushes > 0 and r.forced_flushes > 0, (r.natural_flushes, r.forced_flushes)
     return r
+
+
+def step_args(p: Problem, seed: int = 0, state_dtype=torch.float32, device="cpu"):
+    """One step's positional arguments up to ``write_pos``, with random rings everywhere and random
+    cursors in [0, L) (stale positions hold finite values: these tests are about writes)."""
+    gen = torch.Generator().manual_seed(seed)
+    w = random_weights(p, gen, device)
+    mixed, a, b = random_token(p, gen, device, torch.float32)
+    S = torch.randn(p.num_slots, p.num_v_heads, p.value_dim, p.key_dim, generator=gen).to(device, state_dtype)
+    L = p.cache_length
+    d = torch.randn(p.num_slots, p.num_v_heads, L, p.value_dim, generator=gen).to(device)
+    k = torch.nn.functional.normalize(torch.randn(p.num_slots, p.num_q_heads, L, p.key_dim, generator=gen), dim=-1)
+    g = -torch.rand(p.num_slots, p.num_v_heads, L, p.key_dim, generator=gen).to(device)
+    out = torch.full((p.batch, 1, p.num_v_heads, p.value_dim), float("nan"), device=device)
+    idx = torch.randperm(p.num_slots, generator=gen)[: p.batch].to(device, torch.int32)
+    wp = torch.randint(0, L, (p.batch,), generator=gen).to(device, torch.int32)
+    return (mixed, a, b, w.A_log, w.dt_bias, w.scale, S, d, k.to(device), g, out, idx, wp)
+
+
+def check_corrupted_rows(design: str, p: Problem, device="cpu") -> None:
+    """Rows 0 and 1 get cursors L + 2 and -3, row 2 a slot past the pool, row 3 a forced flush: the
+    step must equal, bit for bit in every state slot, ring and output, the same step with rows 0-2 as
+    padding (zero output, nothing written); with ``check_values=True`` it raises instead."""
+    *head, idx, wp = step_args(p, seed=3, device=device)
+    bad_wp, bad_idx, pad_idx = wp.clone(), idx.clone(), idx.clone()
+    bad_wp[0], bad_wp[1] = p.cache_length + 2, -3
+    bad_idx[2] = p.num_slots + 5
+    pad_idx[:3] = -1
+    force = torch.zeros_like(wp)
+    force[3] = 1
+    clean = [t.clone() if isinstance(t, torch.Tensor) else t for t in head]
+    fn = design_fn(design, check_values=False)
+    fn(*clean, pad_idx, wp, force, True, None)  # the healthy rows alone
+    fn(*head, bad_idx, bad_wp, force, True, None)
+    assert (head[10][:3] == 0).all()
+    for got, want in zip(head[6:11], clean[6:11], strict=True):  # state, d, k, g, out
+        assert same_bits(got, want)
+    with pytest.raises(ValueError, match="write_pos"):
+        design_fn(design, check_values=True)(*head, idx, bad_wp, force, True, None)

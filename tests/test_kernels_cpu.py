@@ -9,11 +9,11 @@ import os
 
 import pytest
 import torch
-from cases import DESIGNS, check_sequence, design_fn
+from cases import DESIGNS, check_corrupted_rows, check_sequence, design_fn, step_args
 
 from replayssm_kernels import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
 from replayssm_kernels.plan import plan_replayssm
-from replayssm_ref.harness import Problem, random_token, random_weights, run_sequence, same_bits, tolerance
+from replayssm_ref.harness import Problem, run_sequence, tolerance
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("HELION_INTERPRET") != "1" and not torch.cuda.is_available(),
@@ -79,10 +79,10 @@ def test_ring_of_one_runs_the_standard_kernel():
                      device=DEVICE)  # fmt: skip
     assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=5)
     assert r.natural_flushes > 0
-    args = _step_args(Problem(2, 1, 1, 16, 16, 1))
+    args = step_args(Problem(2, 1, 1, 16, 16, 1))
     assert [x.name for x in plan_replayssm(*args)] == ["standard"]
     with pytest.raises(ValueError, match=r"`launches=0` runs the standard decode kernel.*cache_length 2"):
-        plan_replayssm(*_step_args(Problem(2, 1, 1, 16, 16, 2)), launches=0)
+        plan_replayssm(*step_args(Problem(2, 1, 1, 16, 16, 2)), launches=0)
     with pytest.raises(ValueError, match=r"`launches` must be None"):
         plan_replayssm(*args, launches=1)
 
@@ -92,48 +92,11 @@ def test_long_ring_L128():
     check_sequence(p, design_fn("default"), steps=6, p_force=0.2, seed=1, warm=True, device=DEVICE)
 
 
-def _step_args(p: Problem, seed: int = 0, state_dtype=torch.float32):
-    """One step's arguments with random rings filled to random cursors (``write_pos`` in [0, L))."""
-    gen = torch.Generator().manual_seed(seed)
-    w = random_weights(p, gen, DEVICE)
-    mixed, a, b = random_token(p, gen, DEVICE, torch.float32)
-    S = torch.randn(p.num_slots, p.num_v_heads, p.value_dim, p.key_dim, generator=gen).to(DEVICE, state_dtype)
-    L = p.cache_length
-    d = torch.randn(p.num_slots, p.num_v_heads, L, p.value_dim, generator=gen).to(DEVICE)
-    k = torch.nn.functional.normalize(torch.randn(p.num_slots, p.num_q_heads, L, p.key_dim, generator=gen), dim=-1)
-    g = -torch.rand(p.num_slots, p.num_v_heads, L, p.key_dim, generator=gen).to(DEVICE)
-    out = torch.full((p.batch, 1, p.num_v_heads, p.value_dim), float("nan"), device=DEVICE)
-    idx = torch.randperm(p.num_slots, generator=gen)[: p.batch].to(DEVICE, torch.int32)
-    wp = torch.randint(0, L, (p.batch,), generator=gen).to(DEVICE, torch.int32)
-    return (mixed, a, b, w.A_log, w.dt_bias, w.scale, S, d, k.to(DEVICE), g, out, idx, wp)
-
-
 @pytest.mark.parametrize("design", list(DESIGNS))
 def test_corrupted_cursor_or_slot_is_padding(design):
-    """A row whose cursor is outside [0, L) (L + 2, -3) or whose slot is outside the pool reads and
-    writes nothing and gets zero output, as a padding row: every other slot's state and rings are
-    bit-exact, the healthy rows match a run without the corrupted ones. ``check_values=True`` raises."""
-    p = Problem(6, 2, 4, 32, 32, 4)
-    args = _step_args(p, seed=3)
-    *head, idx, wp = args
-    bad_wp = wp.clone()
-    bad_wp[0], bad_wp[1] = p.cache_length + 2, -3
-    bad_idx = idx.clone()
-    bad_idx[2] = p.num_slots + 5
-    force = torch.zeros_like(wp)
-    force[3] = 1  # a forced flush among the healthy rows
-    clean = [t.clone() if isinstance(t, torch.Tensor) else t for t in head]
-    padded_idx = idx.clone()
-    padded_idx[:3] = -1
-    fn = design_fn(design, check_values=False)
-    fn(*clean, padded_idx, wp, force, True, None)  # healthy rows alone
-    mixed, a, b, A_log, dt, scale, S, d, k, g, out, *_ = head
-    fn(*head, bad_idx, bad_wp, force, True, None)
-    assert (out[:3] == 0).all()
-    for got, want in zip((S, d, k, g, out), (clean[6], clean[7], clean[8], clean[9], clean[10]), strict=True):
-        assert same_bits(got, want)
-    with pytest.raises(ValueError, match="write_pos"):
-        design_fn(design, check_values=True)(*head, idx, bad_wp, force, True, None)
+    """A row whose cursor is outside [0, L) (L + 2, -3) or whose slot is outside the pool writes
+    nothing and gets zero output, as a padding row; ``check_values=True`` raises (cases.py)."""
+    check_corrupted_rows(design, Problem(6, 2, 4, 32, 32, 4), device=DEVICE)
 
 
 def test_strided_views_match_the_reference():
@@ -164,14 +127,14 @@ def test_strided_views_match_the_reference():
 def test_kernel_off_gpu_without_interpreter_is_one_line(monkeypatch):
     monkeypatch.delenv("HELION_INTERPRET", raising=False)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    args = [t.cpu() if isinstance(t, torch.Tensor) else t for t in _step_args(Problem(2, 1, 1, 16, 16, 4))]
+    args = [t.cpu() if isinstance(t, torch.Tensor) else t for t in step_args(Problem(2, 1, 1, 16, 16, 4))]
     with pytest.raises(RuntimeError, match="HELION_INTERPRET=1") as e:
         helion_fused_recurrent_kda_replayssm_decode(*args)
     assert "\n" not in str(e.value)
 
 
 def test_config_conflicts_name_the_option():
-    args = _step_args(Problem(2, 1, 2, 16, 16, 4))
+    args = step_args(Problem(2, 1, 2, 16, 16, 4))
     call = functools.partial(helion_fused_recurrent_kda_replayssm_decode, *args)
     base = {"block_sizes": [16, 16], "num_warps": 1, "num_stages": 1}
     with pytest.raises(ValueError, match="flush_keep"):

@@ -8,7 +8,7 @@ import os
 
 import pytest
 import torch
-from cases import DESIGNS, check_sequence, design_fn
+from cases import DESIGNS, check_corrupted_rows, check_sequence, design_fn
 
 from replayssm_kernels import helion_fused_recurrent_kda_packed_decode
 from replayssm_ref.harness import Problem, run_sequence, tolerance
@@ -30,6 +30,13 @@ def test_generated_code_with_a_ring_longer_than_a_tile(design):
     """L = 20: the state launch walks d in tiles, a flush takes two ring tiles."""
     p = Problem(2, 1, 1, 16, 16, 20)
     check_sequence(p, design_fn(design), steps=4, p_force=0.2, seed=0, warm=True)
+
+
+@pytest.mark.parametrize("design", ["two_tiles", "split_overlap"])
+def test_generated_code_treats_corrupted_rows_as_padding(design):
+    """The generated pointer arithmetic, not only the eager body: a corrupted cursor or slot writes
+    nowhere (it once wrote into another slot's rings)."""
+    check_corrupted_rows(design, Problem(4, 1, 2, 16, 16, 4))
 
 
 def test_generated_standard_code():
