@@ -145,3 +145,18 @@ def test_config_conflicts_name_the_option():
         call(launches=2, config=base | {"flush_tiles": 16})
     with pytest.raises(ValueError, match="flush_overlap"):
         call(launches=3, config=base | {"flush_overlap": 1})
+
+
+def test_overlapped_launches_touch_disjoint_data():
+    """``flush_overlap``: the flush-rows launch takes flush rows whole and runs beside the state launch
+    on a GPU, so the two must not depend on each other's writes: the step gives the same results with
+    the flush-rows launch run first (off CUDA ``run_launches`` runs the state launch first)."""
+    launches, config = DESIGNS["split_overlap"]
+
+    def flush_rows_first(*args, **kwargs):
+        plan = plan_replayssm(*args, launches=launches, config=config, **kwargs)
+        assert [x.name for x in plan] == ["ring_weights", "state", "flush_rows"] and plan[2].beside
+        for launch in (plan[0], plan[2], plan[1]):
+            launch()
+
+    check_sequence(Problem(3, 2, 4, 32, 32, 4), flush_rows_first, steps=9, p_force=0.2, seed=4, warm=True)
