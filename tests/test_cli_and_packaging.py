@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -237,16 +240,23 @@ def test_no_import_cycles_between_kernel_modules():
 
 def test_pipelining_options_land_on_their_loops():
     """``k_stages``, ``flush_k_stages`` and ``prep_stages`` pipeline the loops they name and no other
-    (positions in Helion's ``range_num_stages``: plan._state_configs), in the generated Triton code."""
-    from replayssm_kernels.tools.codegen import generated_source
-
-    def stages(kernel, options):
-        source, *_ = generated_source(kernel, 16, 64, 2, torch.float32, options, 32)
-        loops = re.findall(r"for \w+ in tl\.range\(([^\n]*)\):", source)
-        return [int(m.group(1)) if (m := re.search(r"num_stages=(\d+)", loop)) else 0 for loop in loops]
-
-    tiles = {"flush_tiles": 16, "flush_weights": 1, "flush_block_k": 16}
-    # two launches: [K chunks, flush K steps, flush ring tiles, append]
-    assert stages("state", {"k_stages": 3, "flush_k_stages": 2, **tiles}) == [3, 2, 0, 0]
-    assert stages("state_split", {"k_stages": 3}) == [3, 0]  # [K chunks, append]
-    assert stages("ring_weights", {"prep_stages": 3, "ring_chunk": 4}) == [3, 0]  # [ring chunks, append]
+    (positions in Helion's ``range_num_stages``: plan._state_configs), in the generated Triton code.
+    In a subprocess without the interpreters' variables: under them Helion generates no Triton."""
+    script = """
+import json, re, torch
+from replayssm_kernels.tools.codegen import generated_source
+def stages(kernel, options):
+    source, *_ = generated_source(kernel, 16, 64, 2, torch.float32, options, 32)
+    loops = re.findall(r"for \\w+ in tl\\.range\\(([^\\n]*)\\):", source)
+    return [int(m.group(1)) if (m := re.search(r"num_stages=(\\d+)", loop)) else 0 for loop in loops]
+tiles = {"flush_tiles": 16, "flush_weights": 1, "flush_block_k": 16}
+print(json.dumps([stages("state", {"k_stages": 3, "flush_k_stages": 2, **tiles}),
+                  stages("state_split", {"k_stages": 3}),
+                  stages("ring_weights", {"prep_stages": 3, "ring_chunk": 4})]))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("HELION_INTERPRET", "TRITON_INTERPRET")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    two_launch, split, ring_weights = json.loads(out.stdout.strip().splitlines()[-1])
+    assert two_launch == [3, 2, 0, 0]  # [K chunks, flush K steps, flush ring tiles, append]
+    assert split == [3, 0]  # [K chunks, append]
+    assert ring_weights == [3, 0]  # [ring chunks, append]
