@@ -122,7 +122,7 @@ def _num_slots(*pools: torch.Tensor) -> int:
     return min(t.size(0) for t in pools)
 
 
-def _gate_fields(scale, lower_bound, use_qk_l2norm_in_kernel) -> dict:
+def _gate_fields(lower_bound, use_qk_l2norm_in_kernel) -> dict:
     return {
         "lower_bound": 0.0 if lower_bound is None else float(lower_bound),
         "USE_L2NORM": bool(use_qk_l2norm_in_kernel),
@@ -155,7 +155,7 @@ def _standard_plan(
         q_view=q_view, k_view=k_view, v_view=v_view, a3=a3, b=b, A_log=A_log, dt2=dt2,
         initial_state=initial_state, out=out, ssm_state_indices=ssm_state_indices, write_pos=write_pos,
         num_slots=num_slots, scale=float(scale), HPQ=shapes.heads_per_q, HAS_CURSOR=write_pos is not None,
-        **_gate_fields(scale, lower_bound, use_qk_l2norm_in_kernel),
+        **_gate_fields(lower_bound, use_qk_l2norm_in_kernel),
     )  # fmt: skip
     return [Launch("standard", standard_body, entry.config, args)]
 
@@ -240,7 +240,7 @@ def plan_replayssm(
         "num_slots": num_slots, "HAS_FORCE": force_flush is not None,
         "HPQ": shapes.heads_per_q,
     }  # fmt: skip
-    gate = _gate_fields(scale, lower_bound, use_qk_l2norm_in_kernel)
+    gate = _gate_fields(lower_bound, use_qk_l2norm_in_kernel)
     ch = ring_chunk(L, opts.ring_chunk)
 
     weights_fields = {"block_sizes": [], "num_warps": 1, "num_stages": 1}
