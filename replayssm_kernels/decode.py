@@ -52,6 +52,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     use_qk_l2norm_in_kernel: bool = False,
     lower_bound: float | None = None,
     *,
+    ring_format: str = "raw",
     launches: int | None = None,
     config: helion.Config | dict | None = None,
     check_values: bool | None = None,
@@ -64,7 +65,9 @@ def helion_fused_recurrent_kda_replayssm_decode(
     Shapes: ``mixed_qkv [B, 2HK + HV V]``, ``a [B, HV K]`` or ``[B, HV, K]``, ``b [B, HV]``, ``A_log [HV]``,
     ``dt_bias [HV K]`` or ``[HV, K]``, ``initial_state [slots, HV, V, K]``, ``d_cache [slots, HV, L, V]``,
     ``k_cache [slots, H, L, K]``, ``g_cache [slots, HV, L, K]`` (fp32), ``out [B, 1, HV, V]``,
-    ``ssm_state_indices``, ``write_pos`` and ``force_flush`` ``[B]`` int32.
+    ``ssm_state_indices``, ``write_pos`` and ``force_flush`` ``[B]`` int32. ``ring_format`` names what
+    the rings hold (``replayssm_ref.formats``: ``raw``, the seed's and the default; ``bf16_gate``;
+    ``predecayed``, whose ``k_cache`` is ``[slots, HV, L, K]``); allocate them with ``ReplaySSMCache``.
 
     A row whose slot is negative (padding) or outside the pools, or whose cursor is outside
     ``[0, L)``, gets zero output and touches nothing (``check_values=True`` raises for the last two).
@@ -76,7 +79,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     plan = plan_replayssm(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
         ssm_state_indices, write_pos, force_flush, use_qk_l2norm_in_kernel, lower_bound,
-        launches=launches, config=config, check_values=check_values,
+        ring_format=ring_format, launches=launches, config=config, check_values=check_values,
     )  # fmt: skip
     run_launches(plan)
     return out, initial_state

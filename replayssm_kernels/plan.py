@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import helion
 import torch
 
+from replayssm_ref.formats import ring_format as ring_format_record
 from replayssm_ref.validation import (
     DecodeShapes,
     check_kernel_support,
@@ -186,13 +187,15 @@ def _state_configs(entry: Entry, split: bool, ring_once: bool) -> tuple[helion.C
 def plan_replayssm(
     mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
     ssm_state_indices, write_pos, force_flush=None, use_qk_l2norm_in_kernel=False, lower_bound=None,
-    *, launches=None, config=None, check_values=None,
+    *, ring_format="raw", launches=None, config=None, check_values=None,
 ) -> list[Launch]:  # fmt: skip
     """The launches of one ReplaySSM step (arguments of ``helion_fused_recurrent_kda_replayssm_decode``)."""
     shapes = validate_replayssm_inputs(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
-        out, ssm_state_indices, write_pos, force_flush, check_values=check_values,
+        out, ssm_state_indices, write_pos, force_flush, ring_format=ring_format, lower_bound=lower_bound,
+        check_values=check_values,
     )  # fmt: skip
+    predecayed = ring_format_record(ring_format).prefix_gate
     check_kernel_support(shapes, initial_state, out)
     if launches is None:
         launches = default_launches(shapes.cache_length, mixed_qkv.device)
@@ -238,8 +241,9 @@ def plan_replayssm(
     common = {
         "ssm_state_indices": ssm_state_indices, "write_pos": write_pos, "force_flush": force_flush,
         "num_slots": num_slots, "HAS_FORCE": force_flush is not None,
-        "HPQ": shapes.heads_per_q,
+        "HPQ": shapes.heads_per_q, "PREDECAYED": predecayed,
     }  # fmt: skip
+    g_walk = None if predecayed else g_cache  # what a flush that reads the ring itself takes
     gate = _gate_fields(lower_bound, use_qk_l2norm_in_kernel)
     ch = ring_chunk(L, opts.ring_chunk)
 
@@ -254,10 +258,11 @@ def plan_replayssm(
     plan = [Launch("ring_weights", ring_weights_body, helion.Config(**weights_fields), weights)]
 
     walked = not split and not hand_w  # a two-launch step whose state launch walks the ring to flush
+    gated = walked and not predecayed  # ... and computes the token's gate for it
     state = StateArgs(
         k_view=k_view, v_view=v_view, b=b, initial_state=initial_state, state_out=initial_state, d_cache=d_cache,
-        a3=a3 if walked else None, A_log=A_log if walked else None, dt2=dt2 if walked else None,
-        k_cache=k_cache if walked else None, g_cache=g_cache if walked else None,
+        a3=a3 if gated else None, A_log=A_log if gated else None, dt2=dt2 if gated else None,
+        k_cache=k_cache if walked else None, g_cache=g_walk if walked else None,
         coef=coef, xs=xs, qk=qk, decay=None if split else decay, w_ring=w_ring if not split else None,
         u_buf=u_buf, out=out, RB=min(ring_block(L), RING_TILE), RING_ONCE=once, CH=ch, FK=fk,
         FW=max(fw, DOT_MIN), FLUSH_HERE=not split, HAND_W=hand_w and not split, SKIP_FLUSH=bool(overlap),
@@ -269,7 +274,7 @@ def plan_replayssm(
         rows_config = helion.Config(block_sizes=[], num_warps=flush_config.num_warps, num_stages=1)
         flush_rows = FlushRowsArgs(
             k_view=k_view, a3=a3, A_log=A_log, dt2=dt2, initial_state=initial_state, d_cache=d_cache,
-            k_cache=k_cache, g_cache=g_cache, decay=decay, w_ring=w_ring, u_buf=u_buf, v_view=v_view, b=b,
+            k_cache=k_cache, g_cache=g_walk, decay=decay, w_ring=w_ring, u_buf=u_buf, v_view=v_view, b=b,
             coef=coef, xs=xs, qk=qk, out=out, P=opts.flush_programs, FK=fk, FW=fw, BV=flush_config.block_sizes[0],
             BB=ring_block(B), LB=ring_block(L), OWN=bool(overlap), HAND_W=hand_w, **common, **gate,
         )  # fmt: skip
@@ -277,7 +282,7 @@ def plan_replayssm(
     elif split:
         flush = FlushArgs(
             k_view=k_view, a3=a3, A_log=A_log, dt2=dt2, initial_state=initial_state, d_cache=d_cache,
-            k_cache=k_cache, g_cache=g_cache, decay=decay, u_buf=u_buf, CH=ch, FK=fk,
+            k_cache=k_cache, g_cache=g_walk, decay=decay, u_buf=u_buf, CH=ch, FK=fk,
             **common, **gate,
         )  # fmt: skip
         plan.append(Launch("flush", flush_body, flush_config, flush))

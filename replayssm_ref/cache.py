@@ -6,14 +6,18 @@ from dataclasses import dataclass
 
 import torch
 
+from .formats import ring_format as _ring_format
+
 
 @dataclass
 class ReplaySSMCache:
-    """The three rings and the per-row cursors for ``num_slots`` requests.
+    """The three rings and the per-row cursors for ``num_slots`` requests, in one ring format
+    (``replayssm_ref.formats``; ``raw`` unless asked):
 
     d_cache    [slots, HV, L, V]   deltas u, in ``cache_dtype``
-    k_cache    [slots, H,  L, K]   keys, one per q/k head, in ``cache_dtype``
-    g_cache    [slots, HV, L, K]   per-channel log decays, float32 (float64 for a float64 cache)
+    k_cache    [slots, H,  L, K]   keys, one per q/k head, in ``cache_dtype`` (``predecayed``: [slots, HV, L, K])
+    g_cache    [slots, HV, L, K]   per-channel log decays, float32 (float64 for a float64 cache;
+                                   ``bf16_gate``: bfloat16; ``predecayed``: their prefix sums)
     write_pos  [batch] int32       committed entries per *row* (not per slot), starts at 0
 
     The checkpoint (``initial_state [slots, HV, V, K]``) stays with the caller, as in a standard decode.
@@ -23,6 +27,7 @@ class ReplaySSMCache:
     k_cache: torch.Tensor
     g_cache: torch.Tensor
     write_pos: torch.Tensor
+    ring_format: str = "raw"
 
     @classmethod
     def allocate(
@@ -38,22 +43,25 @@ class ReplaySSMCache:
         cache_dtype: torch.dtype = torch.bfloat16,
         device: torch.device | str = "cpu",
         fill: float = float("nan"),
+        ring_format: str = "raw",
     ) -> ReplaySSMCache:
         """Allocate rings filled with ``fill`` (NaN by default: stale entries must never be read)."""
+        fmt = _ring_format(ring_format)
         if num_v_heads % num_q_heads:
             raise ValueError(f"num_v_heads ({num_v_heads}) must be a multiple of num_q_heads ({num_q_heads})")
         if cache_length < 1:
             raise ValueError(f"cache_length must be at least 1; got {cache_length}")
-        g_dtype = torch.float64 if cache_dtype is torch.float64 else torch.float32
+        g_dtype = fmt.gate_dtype or (torch.float64 if cache_dtype is torch.float64 else torch.float32)
 
         def ring(heads, dim, dtype):
             return torch.full((num_slots, heads, cache_length, dim), fill, dtype=dtype, device=device)
 
         return cls(
             d_cache=ring(num_v_heads, value_dim, cache_dtype),
-            k_cache=ring(num_q_heads, key_dim, cache_dtype),
+            k_cache=ring(fmt.key_heads(num_q_heads, num_v_heads), key_dim, cache_dtype),
             g_cache=ring(num_v_heads, key_dim, g_dtype),
             write_pos=torch.zeros(batch, dtype=torch.int32, device=device),
+            ring_format=fmt.name,
         )
 
     @property

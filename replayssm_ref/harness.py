@@ -178,14 +178,17 @@ class SequenceResult:
 ReplayFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
-def _shadow_step(args: tuple, rings_and_state: tuple) -> tuple:
-    """The float64 reference ReplaySSM step on upcast copies of the implementation's state and rings."""
-    S, d, k, g = (t.double() for t in rings_and_state)
+def _shadow_step(args: tuple, rings_and_state: tuple, ring_format: str) -> tuple:
+    """The float64 reference ReplaySSM step on upcast copies of the implementation's state and rings
+    (a 16-bit gate ring stays 16-bit: its dtype is part of the format)."""
+    S, d, k = (t.double() for t in rings_and_state[:3])
+    g = rings_and_state[3]
+    g = g.clone() if g.dtype.itemsize < 4 else g.double()
     (mixed, a, b, A_log, dt_bias, scale, out, idx, wp, force, l2, lb) = args
     out64 = torch.empty_like(out, dtype=torch.float64)
     replayssm_decode_step(
         mixed.double(), a.double(), b.double(), A_log.double(), dt_bias.double(), scale, S, d, k, g, out64, idx,
-        wp, force, l2, lb,
+        wp, force, l2, lb, ring_format=ring_format,
     )  # fmt: skip
     return S, d, k, g
 
@@ -208,12 +211,14 @@ def run_sequence(
     device: str | torch.device = "cpu",
     check_materialized: bool = False,
     warm: bool = False,
+    ring_format: str = "raw",
 ) -> SequenceResult:
     """Step ``replay_fn`` (or, with ``standard=True``, a standard-decode function) beside the float64
     oracle for ``steps`` tokens, with random forced flushes and padded rows.
 
     ``warm`` starts the rings nearly full: the float64 reference fills each row's ring up to a cursor
-    in ``[L - 4, L - 2]`` first (rows staggered by padding), so a long ring wraps within a few steps."""
+    in ``[L - 4, L - 2]`` first (rows staggered by padding), so a long ring wraps within a few steps.
+    ``ring_format`` (``replayssm_ref.formats``) is passed to ``replay_fn`` by name."""
     gen = torch.Generator().manual_seed(seed)
     hi = torch.float64
     cache_dtype = cache_dtype or state_dtype
@@ -231,6 +236,7 @@ def run_sequence(
     cache = ReplaySSMCache.allocate(
         num_slots=p.num_slots, batch=p.batch, num_q_heads=p.num_q_heads, num_v_heads=p.num_v_heads,
         key_dim=p.key_dim, value_dim=p.value_dim, cache_length=L, cache_dtype=cache_dtype, device=device,
+        ring_format=ring_format,
     )  # fmt: skip
     res = SequenceResult(p, steps)
     slots_dev = slots.to(device=device, dtype=torch.int32)
@@ -245,7 +251,9 @@ def run_sequence(
         # the float64 reference fills the rings (and advances the oracle alike); its entries are then
         # rounded to the cache dtype, which the oracle comparison allows for
         S64 = S_test.to(hi)
-        rings64 = [t.to(hi) for t in (cache.d_cache, cache.k_cache, cache.g_cache)]
+        rings64 = [t.to(hi) for t in (cache.d_cache, cache.k_cache)] + [cache.g_cache.clone()]
+        if cache.g_cache.dtype.itemsize >= 4:
+            rings64[2] = rings64[2].to(hi)
         target = torch.randint(max(0, L - 4), L - 1, (p.batch,), generator=gen).to(device)
         while bool((cache.write_pos < target).any()):
             mixed, a, b, idx, _ = token()
@@ -253,7 +261,10 @@ def run_sequence(
             args = (mixed.to(hi), a.to(hi), b.to(hi), w.A_log.to(hi), w.dt_bias.to(hi), w.scale)
             out64 = torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, dtype=hi, device=device)
             recurrent_decode_step(*args, S_ref, out64.clone(), idx, use_qk_l2norm, lower_bound)
-            replayssm_decode_step(*args, S64, *rings64, out64, idx, cache.write_pos, None, use_qk_l2norm, lower_bound)
+            replayssm_decode_step(
+                *args, S64, *rings64, out64, idx, cache.write_pos, None, use_qk_l2norm, lower_bound,
+                ring_format=ring_format,
+            )  # fmt: skip
             advance_write_pos(cache.write_pos, L, None, idx)
         S_test.copy_(S64.to(state_dtype))
         for ring, r64 in zip((cache.d_cache, cache.k_cache, cache.g_cache), rings64, strict=True):
@@ -287,10 +298,10 @@ def run_sequence(
             rings = (cache.d_cache, cache.k_cache, cache.g_cache)
             before = [t.clone() for t in (S_test, *rings)]
             args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, out, idx, c, force, use_qk_l2norm, lower_bound)
-            shadow = _shadow_step(args, before)
+            shadow = _shadow_step(args, before, ring_format)
             replay_fn(
                 mixed, a, b, w.A_log, w.dt_bias, w.scale, S_test, *rings, out, idx, cache.write_pos, force,
-                use_qk_l2norm, lower_bound,
+                use_qk_l2norm, lower_bound, ring_format=ring_format,
             )  # fmt: skip
             natural = ((c == L - 1) & valid).cpu()
             forced = ((force != 0) & (c != L - 1) & valid).cpu()
@@ -314,7 +325,7 @@ def run_sequence(
             res.state_rel, res.state_abs = max(res.state_rel, rel), max(res.state_abs, ab)
         if check_materialized and not standard:
             # after the cursor advance, checkpoint + ring must equal the true post-token state of every row
-            S_true = materialize_state(S_test, *rings, slots_dev, cache.write_pos)
+            S_true = materialize_state(S_test, *rings, slots_dev, cache.write_pos, ring_format=ring_format)
             rel, _ = head_errors(S_true, S_ref[slots_dev.long()])
             res.state_rel = max(res.state_rel, rel)
     return res

@@ -7,26 +7,33 @@ pre-token state is the checkpoint ``S0`` advanced by those entries, which per K 
     S_rec = S0 diag(e^Gamma) + sum_{i<c} d_i (W_i * kappa_i)^T,
     Gamma = sum_{i<c} gamma_i,   W_i = exp(sum_{i<m<c} gamma_m)   (so W_{c-1} = 1).
 
-Entries at ``i >= c`` are stale and never read (they may hold anything, NaN included).
+Entries at ``i >= c`` are stale and never read (they may hold anything, NaN included). Other ring
+formats (``replayssm_ref.formats``) store the same history differently: ``predecayed`` keeps
+``kappa~_i = kappa_i exp(-P_i)`` and the prefix sums ``P_i`` of gamma, so that
+``S_rec = (S0 + sum_{i<c} d_i kappa~_i^T) diag(exp(P_{c-1}))``.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .formats import ring_format as _ring_format
 from .gates import compute_dtype
 from .recurrence import Token, prepare_token, valid_rows
 from .validation import validate_replayssm_inputs
 
 
-def reconstruct_state(S0, d, kappa, gamma, c):
+def reconstruct_state(S0, d, kappa, gamma, c, *, prefix_gate=False):
     """Rebuild ``S_rec [R, HV, V, K]`` from checkpoints and rings of ``R`` rows.
 
     S0 [R, HV, V, K], d [R, HV, L, V], kappa [R, HV, L, K] (already expanded to HV heads),
-    gamma [R, HV, L, K], c [R] committed entries per row. All in the compute dtype.
+    gamma [R, HV, L, K], c [R] committed entries per row. All in the compute dtype. With
+    ``prefix_gate`` (the ``predecayed`` format) kappa holds predecayed keys and gamma prefix sums.
     """
     L = d.shape[2]
     live = (torch.arange(L, device=c.device)[None, :] < c[:, None])[:, None, :, None]  # [R, 1, L, 1]
+    if prefix_gate:
+        return _reconstruct_predecayed(S0, d, kappa, gamma, c, live)
     gamma = torch.where(live, gamma, torch.zeros((), dtype=gamma.dtype, device=gamma.device))
     # log W_i = sum_{i<m<c} gamma_m, taken as a suffix sum minus gamma_i rather than Gamma - P_i: the
     # entries that matter (W near 1, i near c) then sum a few small terms instead of cancelling two
@@ -40,8 +47,18 @@ def reconstruct_state(S0, d, kappa, gamma, c):
     return S0 * torch.exp(total) + replayed  # total [R, HV, 1, K] broadcasts over V
 
 
+def _reconstruct_predecayed(S0, d, kappa, prefix, c, live):
+    """``(S0 + sum_{i<c} d_i kappa~_i^T) diag(exp(P_{c-1}))``, ``P_{-1} = 0``: no per-entry weights."""
+    zero = torch.zeros((), dtype=d.dtype, device=d.device)
+    d, kappa = torch.where(live, d, zero), torch.where(live, kappa, zero)
+    last = (c - 1).clamp(min=0)[:, None, None, None].expand(-1, prefix.shape[1], 1, prefix.shape[3])
+    total = torch.where(c[:, None, None, None] > 0, prefix.gather(2, last), zero)  # P_{c-1}, [R, HV, 1, K]
+    return (S0 + torch.einsum("rhlv,rhlk->rhvk", d, kappa)) * torch.exp(total)
+
+
 def _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, hpq, cd):
-    """Checkpoint and rings of the given slots, upcast, with k expanded from H to HV heads."""
+    """Checkpoint and rings of the given slots, upcast, with k expanded from its heads to HV heads
+    (``hpq`` value heads per key head: 1 where keys are per value head)."""
     return (
         initial_state[slots].to(cd),
         d_cache[slots].to(cd),
@@ -81,6 +98,7 @@ def replayssm_decode_step(
     use_qk_l2norm_in_kernel: bool = False,
     lower_bound: float | None = None,
     *,
+    ring_format: str = "raw",
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One ReplaySSM decode step (KDA). Mutates ``out``, the rings and, on flush rows, the checkpoint.
@@ -91,13 +109,17 @@ def replayssm_decode_step(
         ``initial_state[s] <- S_rec diag(alpha) + u k^T`` (the post-token state); nothing appended;
       * otherwise append at ``c``: ``d_cache[s, :, c] = u``, ``g_cache[s, :, c] = g``,
         ``k_cache[s, :, c] = k`` (per q/k head); the checkpoint is untouched.
+    In the ``predecayed`` format the append is ``g_cache[s, :, c] = P_c = P_{c-1} + g`` and
+    ``k_cache[s, :, c] = k exp(-P_c)`` per value head (``ring_format``: ``replayssm_ref.formats``).
     Padding rows (negative index) get ``out = 0`` and touch nothing. ``write_pos`` is never written:
     the caller advances it, see :func:`advance_write_pos`. Returns ``(out, initial_state)``.
     """
     shapes = validate_replayssm_inputs(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
-        out, ssm_state_indices, write_pos, force_flush, check_values=check_values,
+        out, ssm_state_indices, write_pos, force_flush, ring_format=ring_format, lower_bound=lower_bound,
+        check_values=check_values,
     )  # fmt: skip
+    fmt = _ring_format(ring_format)
     L = shapes.cache_length
 
     cd = compute_dtype(mixed_qkv, initial_state)
@@ -106,8 +128,9 @@ def replayssm_decode_step(
     c = write_pos[rows].long()
 
     # 1. Rebuild each row's pre-token state and run the current token on it.
-    S0, d, kappa, gamma = _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, shapes.heads_per_q, cd)
-    S_rec = reconstruct_state(S0, d, kappa, gamma, c)
+    hpk = 1 if fmt.keys_per_value_head else shapes.heads_per_q
+    S0, d, kappa, gamma = _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, hpk, cd)
+    S_rec = reconstruct_state(S0, d, kappa, gamma, c, prefix_gate=fmt.prefix_gate)
     o, u = replay_token(S_rec, tok, rows)
     out.zero_()
     out[rows, 0] = o.to(out.dtype)
@@ -123,8 +146,14 @@ def replayssm_decode_step(
 
     s, cn = slots[n], c[n]
     d_cache[s, :, cn] = u[n].to(d_cache.dtype)
-    g_cache[s, :, cn] = tok.g[rows[n]].to(g_cache.dtype)
-    k_cache[s, :, cn] = tok.k_qk[rows[n]].to(k_cache.dtype)
+    if fmt.prefix_gate:  # P_c = P_{c-1} + g (P_{-1} = 0), and the key decayed back to the checkpoint
+        prev = gamma[n, :, (cn - 1).clamp(min=0)]  # [rows, HV, K]; read before anything is written
+        P = torch.where((cn > 0)[:, None, None], prev, torch.zeros_like(prev)) + tok.g[rows[n]]
+        g_cache[s, :, cn] = P.to(g_cache.dtype)
+        k_cache[s, :, cn] = (tok.k[rows[n]] * torch.exp(-P)).to(k_cache.dtype)
+    else:
+        g_cache[s, :, cn] = tok.g[rows[n]].to(g_cache.dtype)
+        k_cache[s, :, cn] = tok.k_qk[rows[n]].to(k_cache.dtype)
     return out, initial_state
 
 
@@ -135,6 +164,8 @@ def materialize_state(
     g_cache: torch.Tensor,
     ssm_state_indices: torch.Tensor,
     write_pos: torch.Tensor,
+    *,
+    ring_format: str = "raw",
 ) -> torch.Tensor:
     """The true pre-token state ``[B, HV, V, K]`` of each row (checkpoint advanced by its ring).
 
@@ -144,11 +175,12 @@ def materialize_state(
     cd = compute_dtype(initial_state)
     B = ssm_state_indices.shape[0]
     _, HV, V, K = initial_state.shape
-    hpq = HV // k_cache.shape[1]
+    hpk = HV // k_cache.shape[1]  # 1 where keys are per value head
     rows, slots = valid_rows(ssm_state_indices)
-    S0, d, kappa, gamma = _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, hpq, cd)
+    S0, d, kappa, gamma = _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, hpk, cd)
     full = torch.zeros(B, HV, V, K, dtype=cd, device=initial_state.device)
-    full[rows] = reconstruct_state(S0, d, kappa, gamma, write_pos[rows].long())
+    prefix = _ring_format(ring_format).prefix_gate
+    full[rows] = reconstruct_state(S0, d, kappa, gamma, write_pos[rows].long(), prefix_gate=prefix)
     return full
 
 

@@ -1,20 +1,24 @@
 """Memory-traffic model of one decode step (section 6 of the semantics doc), in bytes.
 
-Per row and value head, with state element size ``s_S``, ring element sizes ``s_d``/``s_k`` and
-``hpq = HV / H`` value heads sharing one key ring:
+Per row and value head, with state element size ``s_S``, ring element sizes ``s_d``/``s_k``/``s_g``
+and ``hpq = HV / H`` value heads sharing one key ring (``replayssm_ref.formats`` for the formats):
 
-    ring entry  E = V*s_d + 4*K + K*s_k/hpq           (delta, fp32 gate, shared key)
-    standard    2*V*K*s_S                             (read + write the state)
-    replay @ c  V*K*s_S + c*E + (E if no flush else V*K*s_S)
+    raw, bf16_gate   an entry read or written: E = V*s_d + K*s_g + K*s_k/hpq
+    predecayed       an entry read: E_r = V*s_d + K*s_k (keys per value head, no gate);
+                     written: E_r + 4*K (the prefix sum P_c); plus one gate entry read (4*K) when c > 0
+    standard         2*V*K*s_S                             (read + write the state)
+    replay @ c       V*K*s_S + c*E_r (+ gate read) + (E_w if no flush else V*K*s_S)
 
 Inputs and outputs (packed q/k/v, gate logits, beta, out) are the same for every implementation and
-are added by :func:`io_bytes`. The cycle average (cursor ``c`` uniform over ``0..L-1``) is
-``B(L) = V*K*s_S*(1 + 1/L) + E*(L/2 + 1/2 - 1/L)``.
+are added by :func:`io_bytes`. For the raw format the cycle average (cursor ``c`` uniform over
+``0..L-1``) is ``B(L) = V*K*s_S*(1 + 1/L) + E*(L/2 + 1/2 - 1/L)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .formats import ring_format as _ring_format
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class TrafficShape:
     k_bytes: int = 2  # element size of k_cache
     input_bytes: int = 2  # mixed_qkv, a, b
     out_bytes: int = 2
+    ring_format: str = "raw"
 
     @property
     def heads_per_q(self) -> int:
@@ -38,9 +43,33 @@ class TrafficShape:
         return self.value_dim * self.key_dim * self.state_bytes
 
     @property
+    def gate_bytes(self) -> int:
+        fmt = _ring_format(self.ring_format)
+        return fmt.gate_dtype.itemsize if fmt.gate_dtype is not None else 4
+
+    @property
+    def entry_read_bytes(self) -> float:
+        """One live ring entry a step reads, per value head (a shared key counts 1/hpq)."""
+        fmt = _ring_format(self.ring_format)
+        key = self.key_dim * self.k_bytes / (1 if fmt.keys_per_value_head else self.heads_per_q)
+        gate = 0 if fmt.prefix_gate else self.key_dim * self.gate_bytes
+        return self.value_dim * self.d_bytes + key + gate
+
+    @property
+    def entry_write_bytes(self) -> float:
+        """The entry a non-flush step appends, per value head."""
+        fmt = _ring_format(self.ring_format)
+        return self.entry_read_bytes + (self.key_dim * self.gate_bytes if fmt.prefix_gate else 0)
+
+    @property
     def entry_bytes(self) -> float:
-        """E: one ring entry per value head (the key is shared by ``hpq`` value heads)."""
-        return self.value_dim * self.d_bytes + 4 * self.key_dim + self.key_dim * self.k_bytes / self.heads_per_q
+        """E of the raw formats (read = written); the predecayed format's read size."""
+        return self.entry_read_bytes
+
+    def gate_read_bytes(self, cursor: int) -> float:
+        """The prefix format's one gate entry (``P_{c-1}``), read when the ring is not empty."""
+        fmt = _ring_format(self.ring_format)
+        return self.key_dim * self.gate_bytes if fmt.prefix_gate and cursor > 0 else 0
 
 
 def io_bytes(t: TrafficShape) -> float:
@@ -54,11 +83,14 @@ def standard_bytes_per_row(t: TrafficShape) -> float:
     return t.num_v_heads * 2 * t.state_head_bytes + io_bytes(t)
 
 
+def _replay_head_bytes(t: TrafficShape, cursor: int, flush: bool) -> float:
+    per_head = t.state_head_bytes + cursor * t.entry_read_bytes + t.gate_read_bytes(cursor)
+    return per_head + (t.state_head_bytes if flush else t.entry_write_bytes)
+
+
 def replay_bytes_per_row(t: TrafficShape, cursor: int, flush: bool) -> float:
     """One row at ring cursor ``cursor``; ``flush`` for a natural or forced flush."""
-    per_head = t.state_head_bytes + cursor * t.entry_bytes
-    per_head += t.state_head_bytes if flush else t.entry_bytes
-    return t.num_v_heads * per_head + io_bytes(t)
+    return t.num_v_heads * _replay_head_bytes(t, cursor, flush) + io_bytes(t)
 
 
 def replay_cycle_bytes_per_row(t: TrafficShape, cache_length: int) -> float:
@@ -68,6 +100,8 @@ def replay_cycle_bytes_per_row(t: TrafficShape, cache_length: int) -> float:
 
 
 def model_speedup(t: TrafficShape, cache_length: int) -> float:
-    """Standard bytes over replay bytes, state and rings only (inputs/outputs left out), as in the doc."""
-    L, S, E = cache_length, t.state_head_bytes, t.entry_bytes
-    return 2 * S / (S * (1 + 1 / L) + E * (L / 2 + 1 / 2 - 1 / L))
+    """Standard bytes over replay bytes over a flush cycle, state and rings only (inputs/outputs left
+    out), as in the doc."""
+    L = cache_length
+    cycle = sum(_replay_head_bytes(t, c, c == L - 1) for c in range(L)) / L
+    return 2 * t.state_head_bytes / cycle

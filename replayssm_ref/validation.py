@@ -10,7 +10,9 @@ Layouts (``B`` rows, ``H`` q/k heads, ``HV`` value heads, ``K`` key dim, ``V`` v
     initial_state      [slots, HV, V, K]     V-major state / checkpoint, last stride 1
     d_cache            [slots, HV, L, V]     ring of deltas u
     k_cache            [slots, H,  L, K]     ring of (normalised) keys, one per q/k head
+                                             (``predecayed`` format: [slots, HV, L, K])
     g_cache            [slots, HV, L, K]     ring of per-channel log decays, float32
+                                             (``bf16_gate``: bfloat16; ``predecayed``: prefix sums)
     out                [B, 1, HV, V]         contiguous
     ssm_state_indices  [B] integer           slot per row, negative = padding
     write_pos          [B] int32             per-row ring cursor
@@ -28,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from .formats import ring_format as _ring_format
 
 __all__ = [
     "DecodeShapes",
@@ -51,6 +55,7 @@ class DecodeShapes:
     a: torch.Tensor  # [B, HV*K]
     dt_bias: torch.Tensor  # [HV*K]
     cache_length: int = 0  # 0 for the standard decode
+    ring_format: str = "raw"
 
     @property
     def heads_per_q(self) -> int:
@@ -211,10 +216,14 @@ def validate_replayssm_inputs(
     write_pos: torch.Tensor,
     force_flush: torch.Tensor | None,
     *,
+    ring_format: str = "raw",
+    lower_bound: float | None = None,
     check_values: bool | None = False,
 ) -> DecodeShapes:
-    """Check a ReplaySSM step's inputs: the standard ones, then cursors and the three rings
-    (``check_values`` as in :func:`validate_decode_inputs`, with the rings and cursors included)."""
+    """Check a ReplaySSM step's inputs: the standard ones, then cursors and the three rings in
+    ``ring_format`` (``replayssm_ref.formats``; its gate condition with ``lower_bound``), and
+    ``check_values`` as in :func:`validate_decode_inputs`, with the rings and cursors included."""
+    fmt = _ring_format(ring_format)
     s = validate_decode_inputs(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices)
     batch, hv, h, k, v = s.batch, s.num_v_heads, s.num_q_heads, s.key_dim, s.value_dim
 
@@ -255,7 +264,24 @@ def validate_replayssm_inputs(
         )
 
     check_ring("d_cache", d_cache, hv, "HV", v, "V", k, "key_dim (K)")
-    check_ring("k_cache", k_cache, h, "H", k, "K", v, "value_dim (V)")
+    if fmt.keys_per_value_head and h != hv and tuple(k_cache.shape[1:]) == (h, cache_length, k):
+        _fail(
+            "k_cache",
+            f"have shape [slots, HV, L, K] = [*, {hv}, {cache_length}, {k}] in ring_format={fmt.name!r}",
+            _shape(k_cache),
+            "one key per q/k head is the raw format's layout; predecayed keys are per value head",
+        )
+    if fmt.keys_per_value_head:
+        check_ring("k_cache", k_cache, hv, "HV", k, "K", v, "value_dim (V)")
+    else:
+        if h != hv and tuple(k_cache.shape[1:]) == (hv, cache_length, k):
+            _fail(
+                "k_cache",
+                f"have shape [slots, H, L, K] = [*, {h}, {cache_length}, {k}] in ring_format={fmt.name!r}",
+                _shape(k_cache),
+                "keys per value head (HV) are the predecayed format's layout; this format shares a key per q/k head",
+            )
+        check_ring("k_cache", k_cache, h, "H", k, "K", v, "value_dim (V)")
     if g_cache.shape[1] == h and h != hv and tuple(g_cache.shape[2:]) == (cache_length, k):
         _fail(
             "g_cache",
@@ -271,14 +297,21 @@ def validate_replayssm_inputs(
         elif g_cache.shape[2] != cache_length:
             hint = "every ring must have d_cache's length L"
         _fail("g_cache", f"have shape [slots, HV, L, K] = [*, {hv}, {cache_length}, {k}]", _shape(g_cache), hint)
-    allowed_g = (torch.float32, torch.float64) if initial_state.dtype is torch.float64 else (torch.float32,)
+    allowed_g = fmt.gate_dtypes(initial_state.dtype)
     if g_cache.dtype not in allowed_g:
+        if fmt.gate_dtype is None:
+            hint = "log decays summed over the ring lose too much in 16 bits"
+            if g_cache.dtype is torch.bfloat16:
+                hint += "; a bfloat16 gate ring is ring_format='bf16_gate'"
+        else:
+            hint = f"ring_format={fmt.name!r} keeps its gate ring in {fmt.gate_dtype}; float32 is ring_format='raw'"
         _fail(
             "g_cache",
-            "have dtype torch.float32" + (" or torch.float64" if len(allowed_g) == 2 else ""),
+            " or ".join(str(d) for d in allowed_g).join(("have dtype ", f" in ring_format={fmt.name!r}")),
             f"{g_cache.dtype}",
-            "log decays summed over the ring lose too much in 16-bit",
+            hint,
         )
+    fmt.check_gate(lower_bound, cache_length)
 
     device = mixed_qkv.device
     named = {"d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache, "write_pos": write_pos}
@@ -290,7 +323,7 @@ def validate_replayssm_inputs(
     if should_check_values(check_values, device):
         rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
         check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=cache_length)
-    return DecodeShapes(batch, h, hv, k, v, s.a, s.dt_bias, cache_length)
+    return DecodeShapes(batch, h, hv, k, v, s.a, s.dt_bias, cache_length, fmt.name)
 
 
 def should_check_values(check_values: bool | None, device: torch.device) -> bool:

@@ -33,6 +33,26 @@ def test_design_matches_reference(design, p):
     check_sequence(p, design_fn(design), steps=9, p_force=0.2, seed=p.cache_length, warm=True, device=DEVICE)
 
 
+@pytest.mark.parametrize("design", list(DESIGNS))
+def test_predecayed_format_in_each_design(design):
+    """Predecayed keys in every flush path (walked, own tiles, launch 1's weights), GQA 2 (keys per value
+    head), a bounded gate whose prefix sums reach (L - 1) |lower_bound| = 60."""
+    p = Problem(3, 2, 4, 32, 32, 16)
+    check_sequence(
+        p, design_fn(design), steps=12, p_force=0.2, seed=4, warm=True, lower_bound=-4.0, ring_format="predecayed",
+        state_dtype=torch.float32, cache_dtype=torch.bfloat16, device=DEVICE,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("p", GRID[::2], ids=Problem.label)
+@pytest.mark.parametrize("ring_format", ["bf16_gate", "predecayed"])
+def test_formats_over_ring_lengths(ring_format, p):
+    check_sequence(
+        p, design_fn("default"), steps=9, p_force=0.2, seed=p.cache_length, warm=True, lower_bound=-3.0,
+        ring_format=ring_format, device=DEVICE,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("state", "ring", "out"),
     [

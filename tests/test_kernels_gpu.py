@@ -65,6 +65,19 @@ def test_each_design_matches_float64(design, L, state_dtype):
     assert r.natural_flushes > 0 and r.forced_flushes > 0
 
 
+@DTYPES
+@pytest.mark.parametrize("L", [4, 8, 16])
+@pytest.mark.parametrize("ring_format", ["bf16_gate", "predecayed"])
+@pytest.mark.parametrize("gqa", [1, 2])
+def test_ring_formats_match_float64(ring_format, L, state_dtype, gqa):
+    """Each ring format under the default design (the tuned table), bounded gate, K = V = 128."""
+    fn = functools.partial(helion_fused_recurrent_kda_replayssm_decode, check_values=True)
+    _check(
+        Problem(8, 32 // gqa, 32, 128, 128, L), state_dtype, steps=min(3 * L + 2, 20), replay_fn=fn,
+        lower_bound=-5.0, ring_format=ring_format,
+    )  # fmt: skip
+
+
 def test_standard_matches_float64():
     for sd in (torch.float32, torch.bfloat16):
         r = run_sequence(

@@ -25,6 +25,23 @@ def test_generated_code_of_each_design(design):
     check_sequence(p, design_fn(design), steps=5, p_force=0.3, seed=2, warm=True)
 
 
+@pytest.mark.parametrize(
+    ("design", "ring_format"),
+    [
+        ("two_walk", "predecayed"),
+        ("split_programs", "predecayed"),
+        ("split_overlap", "predecayed"),
+        ("two_walk", "bf16_gate"),
+    ],  # fmt: skip
+)
+def test_generated_code_of_each_ring_format(design, ring_format):
+    """Predecayed keys through the walked flush, own tiles and launch 1's weights; a bf16 gate ring."""
+    p = Problem(3, 1, 2, 16, 32, 4)
+    check_sequence(
+        p, design_fn(design), steps=5, p_force=0.3, seed=2, warm=True, lower_bound=-3.0, ring_format=ring_format
+    )
+
+
 @pytest.mark.parametrize("design", ["two_tiles", "split_overlap"])
 def test_generated_code_with_a_ring_longer_than_a_tile(design):
     """L = 20: the state launch walks d in tiles, a flush takes two ring tiles."""

@@ -70,20 +70,25 @@ def row_setup(ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b,
     return valid, slot, c, flush
 
 
-def walk_entry(S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk):
+def walk_entry(S, w_alpha, d_cache, k_cache, g_cache, slot, kh, j, i, c, tile_b, tile_v, tile_fk, PREDECAYED):
     """One ring position ``i`` of a flush that walks the ring newest first over one ``[BV, FK]`` tile:
     ``(S + d_i (W_i alpha kappa_i)^T, W_{i-1} alpha)``, the weights as running products of ``e^gamma``
-    (``w_alpha`` comes in as ``W_i alpha``). Positions ``>= c`` load nothing and add nothing.
+    (``w_alpha`` comes in as ``W_i alpha``). Positions ``>= c`` load nothing and add nothing. ``kh``
+    is the key ring's head. ``PREDECAYED``: keys carry their weights, ``w_alpha`` is ``e^P alpha`` for
+    every entry and no gate is read.
 
     The loop over positions stays in each body (Helion traces device loops only in a kernel body):
     ``for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1)`` over chunks of ``CH`` positions
     (``hl.static_range``), ``i = L - 1 - tile_f.begin * CH - t``, starting at the chunk holding c - 1."""
     live_k = (hl.zeros([tile_b, tile_fk], dtype=torch.int32) + i) < c
-    kappa = hl.load(k_cache, [slot, h, i, tile_fk], extra_mask=live_k).to(torch.float32)
-    gamma = hl.load(g_cache, [slot, j, i, tile_fk], extra_mask=live_k)
+    kappa = hl.load(k_cache, [slot, kh, i, tile_fk], extra_mask=live_k).to(torch.float32)
     live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
     d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)
-    return S + d.unsqueeze(2) * (w_alpha * kappa).unsqueeze(1), w_alpha * torch.exp(gamma)
+    S = S + d.unsqueeze(2) * (w_alpha * kappa).unsqueeze(1)
+    if PREDECAYED:
+        return S, w_alpha
+    gamma = hl.load(g_cache, [slot, j, i, tile_fk], extra_mask=live_k).to(torch.float32)
+    return S, w_alpha * torch.exp(gamma)
 
 
 def handed_tile(S, w_ring, d_cache, row, slot, j, pos, live, cols, in_v, tile_fk):
@@ -98,18 +103,25 @@ def handed_tile(S, w_ring, d_cache, row, slot, j, pos, live, cols, in_v, tile_fk
     return S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
 
 
-def own_tile(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, cols, in_v, tile_fk, alpha):
+def own_tile(
+    S, newer, d_cache, k_cache, g_cache, slot, kh, j, pos, live, later, cols, in_v, tile_fk, alpha, PREDECAYED
+):
     """One ``[FW, FK]`` ring tile of a flush that builds its own weights, newest tile first:
     ``(S + sum_i d_i (W_i alpha kappa_i)^T, newer + sum_i gamma_i)`` over the tile.
 
     The tile's ``W_i`` come from one reverse scan of gamma shifted by one position (the reference's
     suffix sums: no subtraction) plus ``newer``, the sum of gamma over the newer tiles; then one dot.
     ``later`` masks gamma shifted by one (``i + 1`` live and in this tile); the other masks are
-    ``handed_tile``'s; ``alpha`` is ``[1, FK]``."""
-    kappa = hl.load(k_cache, [slot, h, pos, tile_fk], extra_mask=live[:, :, None])
-    gamma = hl.load(g_cache, [slot, j, pos, tile_fk], extra_mask=live[:, :, None])
-    gamma_next = hl.load(g_cache, [slot, j, pos + 1, tile_fk], extra_mask=later[:, :, None])
+    ``handed_tile``'s; ``alpha`` is ``[1, FK]``; ``kh`` the key ring's head. ``PREDECAYED``: the
+    weights are the keys times ``alpha`` (then ``e^P alpha``), no gate is read."""
+    kappa = hl.load(k_cache, [slot, kh, pos, tile_fk], extra_mask=live[:, :, None])
     d_live = live[:, :, None] if in_v is None else live[:, :, None] & in_v[None, None, :]
+    if PREDECAYED:
+        d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
+        w = kappa.to(torch.float32) * alpha[:, None, :]
+        return S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w), newer
+    gamma = hl.load(g_cache, [slot, j, pos, tile_fk], extra_mask=live[:, :, None]).to(torch.float32)
+    gamma_next = hl.load(g_cache, [slot, j, pos + 1, tile_fk], extra_mask=later[:, :, None]).to(torch.float32)
     d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
     suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer.unsqueeze(1)  # [1, FW, FK]
     w = torch.exp(suffix) * kappa.to(torch.float32) * alpha[:, None, :]  # W_i alpha kappa_i

@@ -22,8 +22,8 @@ def flush_body(
     dt2: torch.Tensor,  # [HV, K]
     initial_state: torch.Tensor,  # [slots, HV, V, K], read and written
     d_cache: torch.Tensor,  # [slots, HV, L, V]
-    k_cache: torch.Tensor,  # [slots, H, L, K]
-    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    k_cache: torch.Tensor,  # [slots, H, L, K]   (PREDECAYED: [slots, HV, L, K])
+    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (None: PREDECAYED)
     decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
     u_buf: torch.Tensor,  # [B, HV, V] fp32 from the state launch: flush rows' u
     ssm_state_indices: torch.Tensor,  # [B]
@@ -37,6 +37,7 @@ def flush_body(
     HPQ: hl.constexpr,
     CH: hl.constexpr,  # ring positions per unrolled chunk of the walk (divides L)
     FK: hl.constexpr,  # K channels per step
+    PREDECAYED: hl.constexpr,  # the predecayed ring format: keys per value head, no gate read
 ) -> torch.Tensor:
     B = k_view.size(0)
     K = hl.specialize(k_view.size(2))
@@ -57,15 +58,19 @@ def flush_body(
             for tile_fk in hl.tile(K, block_size=FK):
                 S = initial_state[slot, j, tile_v, tile_fk].to(torch.float32)  # [1, BV, FK]
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale
-                alpha_c = torch.exp(gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
                 S = S * decay[tile_b, j, tile_fk][:, None, :]  # S0 e^Gamma alpha
-                w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                if PREDECAYED:
+                    w_alpha = decay[tile_b, j, tile_fk]  # e^P alpha for every entry
+                else:
+                    alpha_c = torch.exp(gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
+                    w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
                 for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):  # newest first (common.walk_entry)
                     for t in hl.static_range(CH):
                         i = L - 1 - tile_f.begin * CH - t
                         S, w_alpha = walk_entry(
-                            S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk
-                        )
+                            S, w_alpha, d_cache, k_cache, g_cache, slot, j if PREDECAYED else h, j, i, c,
+                            tile_b, tile_v, tile_fk, PREDECAYED,
+                        )  # fmt: skip
                 S = S + u[None, :, None] * k_c[None, None, :]
                 initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)
     return u_buf

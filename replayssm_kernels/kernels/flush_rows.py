@@ -32,8 +32,8 @@ def flush_rows_body(
     dt2: torch.Tensor,  # [HV, K]
     initial_state: torch.Tensor,  # [slots, HV, V, K], read and written
     d_cache: torch.Tensor,  # [slots, HV, L, V]
-    k_cache: torch.Tensor,  # [slots, H, L, K]
-    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    k_cache: torch.Tensor,  # [slots, H, L, K]   (PREDECAYED: [slots, HV, L, K])
+    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (None: PREDECAYED)
     decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
     w_ring: torch.Tensor | None,  # [B, HV, L, K] from launch 1   (HAND_W)
     u_buf: torch.Tensor | None,  # [B, HV, V] fp32 from the state launch   (not OWN)
@@ -60,6 +60,7 @@ def flush_rows_body(
     OWN: hl.constexpr,  # flush rows' u and output too (the state launch skipped them)
     HAND_W: hl.constexpr,  # launch 1's ring weights instead of a reverse scan per tile
     P: hl.constexpr,  # programs (the grid): the kernel option flush_programs
+    PREDECAYED: hl.constexpr,  # the predecayed ring format: keys per value head, no gate read
 ) -> torch.Tensor:
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
@@ -120,7 +121,10 @@ def flush_rows_body(
                         w_live = w_pos[None, :] < c[:, None]  # [1, FW]
                         S = handed_tile(S, w_ring, d_cache, row, slot, j, w_pos, w_live, cols, in_v, tile_fk)
                 else:
-                    alpha_c = torch.exp(gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
+                    if PREDECAYED:
+                        alpha_c = decay[row, j, tile_fk]  # e^P alpha for every entry
+                    else:
+                        alpha_c = torch.exp(gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
                     newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
                     for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first
                         start = (NT - 1 - tile_w.begin) * FW
@@ -128,8 +132,8 @@ def flush_rows_body(
                         live = ring[None, :] < c[:, None]  # [1, FW]
                         later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
                         S, newer = own_tile(
-                            S, newer, d_cache, k_cache, g_cache, slot, h, j, ring, live, later, cols, in_v, tile_fk,
-                            alpha_c,
+                            S, newer, d_cache, k_cache, g_cache, slot, j if PREDECAYED else h, j, ring, live, later,
+                            cols, in_v, tile_fk, alpha_c, PREDECAYED,
                         )  # fmt: skip
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
                 S = S + u[:, :, None] * k_c[:, None, :]

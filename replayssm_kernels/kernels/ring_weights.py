@@ -6,6 +6,10 @@ two K-vectors ``e^Gamma alpha x`` and 2c scalars per (row, head). Computing them
 state launch a pair of mat-vecs with ready vectors: no ring work repeated per V tile, no norms, no
 gate. Non-flush rows also append ``k`` and ``g`` here (``d`` comes from the state launch). With
 ``HAND_W``, flush rows also store their ring weights ``W_i alpha kappa_i`` for the flush.
+
+``PREDECAYED`` (the ``predecayed`` ring format, ``replayssm_ref.formats``): the keys carry their
+weights up to ``e^P``, ``P = P_{c-1}`` is the one gate entry read, and the append is ``P_c = P + g``
+and ``k e^{-P_c}`` per value head.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ def ring_weights_body(
     b: torch.Tensor,  # [B, HV]
     A_log: torch.Tensor,  # [HV]
     dt2: torch.Tensor,  # [HV, K]
-    k_cache: torch.Tensor,  # [slots, H, L, K]
-    g_cache: torch.Tensor,  # [slots, HV, L, K]
+    k_cache: torch.Tensor,  # [slots, H, L, K]   (PREDECAYED: [slots, HV, L, K])
+    g_cache: torch.Tensor,  # [slots, HV, L, K]   (PREDECAYED: prefix sums)
     ssm_state_indices: torch.Tensor,  # [B]
     write_pos: torch.Tensor,  # [B] int32
     force_flush: torch.Tensor | None,  # [B] int32
@@ -42,6 +46,7 @@ def ring_weights_body(
     HPQ: hl.constexpr,  # value heads per q/k head
     CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
     HAND_W: hl.constexpr,  # store flush rows' ring weights (kernel option flush_weights)
+    PREDECAYED: hl.constexpr,  # the predecayed ring format
 ) -> torch.Tensor:
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
@@ -65,34 +70,52 @@ def ring_weights_body(
         # the previous chunk's stores).
         alpha = torch.exp(g)
         newer = hl.zeros([tile_b, tile_j, K], dtype=torch.float32)  # sum of gamma over the entries seen
+        if PREDECAYED:  # newer = P_{c-1}, the only gate entry read (none on an empty ring)
+            last = (hl.zeros([tile_b, tile_j, 1, K], dtype=torch.int32) + c) > 0
+            for tile_p in hl.tile(c - 1, c, block_size=1):  # the one position c - 1, as a tile
+                newer = hl.load(g_cache, [slot, tile_j, tile_p, hl.arange(K)], extra_mask=last).sum(2)
+            weight = torch.exp(newer) * alpha[None, :, :]  # e^P alpha: every entry's weight, keys hold the rest
         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
             for t in hl.static_range(CH):
                 i = L - 1 - tile_f.begin * CH - t
                 live = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + i) < c
-                kappa = hl.load(k_cache, [slot, h, i, hl.arange(K)], extra_mask=live).to(torch.float32)
-                gamma = hl.load(g_cache, [slot, tile_j, i, hl.arange(K)], extra_mask=live)
-                m = torch.exp(newer) * kappa * alpha[None, :, :]  # W_i alpha kappa_i, [1, 1, K]
+                if PREDECAYED:
+                    kappa = hl.load(k_cache, [slot, tile_j, i, hl.arange(K)], extra_mask=live).to(torch.float32)
+                    m = weight * kappa
+                else:
+                    kappa = hl.load(k_cache, [slot, h, i, hl.arange(K)], extra_mask=live).to(torch.float32)
+                    gamma = hl.load(g_cache, [slot, tile_j, i, hl.arange(K)], extra_mask=live).to(torch.float32)
+                    m = torch.exp(newer) * kappa * alpha[None, :, :]  # W_i alpha kappa_i, [1, 1, K]
                 hl.store(coef, [tile_b, tile_j, 0, i], (m * q[None, :, :]).sum(2))
                 hl.store(coef, [tile_b, tile_j, 1, i], (m * k[None, :, :]).sum(2))
                 if HAND_W:  # live positions of flush rows only (a bound of 0 on other rows: a
                     # scalar flag in the mask breaks TRITON_INTERPRET)
                     hand = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + i) < torch.where(flush, c, c * 0)
                     hl.store(w_ring, [tile_b, tile_j, i, hl.arange(K)], m, extra_mask=hand)
-                newer = newer + gamma
+                if not PREDECAYED:
+                    newer = newer + gamma
         decay_alpha = torch.exp(newer + g[None, :, :])  # e^Gamma alpha: newer = Gamma now
         decay[tile_b, tile_j, :] = decay_alpha
         xs[tile_b, tile_j, 0, :] = decay_alpha * q[None, :, :]
         xs[tile_b, tile_j, 1, :] = decay_alpha * k[None, :, :]
         qk[tile_b, tile_j] = (q * k).sum(1)[None, :]
-        # Non-flush rows append k and g at the cursor; k once per q/k head, by its first value head.
+        # Non-flush rows append k and g at the cursor; k once per q/k head, by its first value head
+        # (predecayed: P_c = P_{c-1} + g and k e^{-P_c}, per value head).
         if valid & ~flush:
             for tile_c in hl.tile(c, c + 1, block_size=1):  # the one position c, as a tile
-                g_cache[slot, tile_j, tile_c, :] = g[None, :, None, :]
-                first = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + tile_j.index[None, :, None]) % HPQ == 0
-                hl.store(
-                    k_cache, [slot, h, tile_c, hl.arange(K)], k[None, :, None, :].to(k_cache.dtype),
-                    extra_mask=first[:, :, None, :],
-                )  # fmt: skip
+                if PREDECAYED:
+                    total = newer + g[None, :, :]  # P_c
+                    g_cache[slot, tile_j, tile_c, :] = total[:, :, None, :]
+                    k_cache[slot, tile_j, tile_c, :] = (k[None, :, :] * torch.exp(-total))[:, :, None, :].to(
+                        k_cache.dtype
+                    )
+                else:
+                    g_cache[slot, tile_j, tile_c, :] = g[None, :, None, :].to(g_cache.dtype)
+                    first = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + tile_j.index[None, :, None]) % HPQ == 0
+                    hl.store(
+                        k_cache, [slot, h, tile_c, hl.arange(K)], k[None, :, None, :].to(k_cache.dtype),
+                        extra_mask=first[:, :, None, :],
+                    )  # fmt: skip
     return coef
 
 

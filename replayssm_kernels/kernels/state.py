@@ -38,8 +38,8 @@ def state_body(
     # triton#8259); a step writes only the tile it read
     state_out: torch.Tensor,
     d_cache: torch.Tensor,  # [slots, HV, L, V]
-    k_cache: torch.Tensor | None,  # [slots, H, L, K]   (FLUSH_HERE, walked)
-    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (FLUSH_HERE, walked)
+    k_cache: torch.Tensor | None,  # [slots, H or HV, L, K]   (FLUSH_HERE, walked)
+    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (FLUSH_HERE, walked, not PREDECAYED)
     coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
     xs: torch.Tensor,  # [B, HV, 2, K] from launch 1
     qk: torch.Tensor,  # [B, HV] from launch 1
@@ -64,6 +64,7 @@ def state_body(
     FLUSH_HERE: hl.constexpr,  # two launches: flush rows rewrite their checkpoint in this launch
     HAND_W: hl.constexpr,  # with FLUSH_HERE: flush by tiles of launch 1's ring weights
     SKIP_FLUSH: hl.constexpr,  # three launches: flush rows are wholly the flush launch's (flush_overlap)
+    PREDECAYED: hl.constexpr,  # the predecayed ring format: a walked flush reads keys per value head, no gate
 ) -> torch.Tensor:
     B = k_view.size(0)
     K = hl.specialize(k_view.size(2))
@@ -139,14 +140,19 @@ def state_body(
                             w_live = w_pos[None, :] < c  # [1, FW]
                             S = handed_tile(S, w_ring, d_cache, tile_b, slot, j, w_pos, w_live, tile_v, None, tile_fk)
                     else:
-                        alpha_c = torch.exp(gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
-                        w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                        if PREDECAYED:
+                            w_alpha = decay[tile_b, j, tile_fk]  # e^P alpha for every entry
+                        else:
+                            g_c = gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED)
+                            alpha_c = torch.exp(g_c)
+                            w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
                         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):  # newest first (common.walk_entry)
                             for t in hl.static_range(CH):
                                 i = L - 1 - tile_f.begin * CH - t
                                 S, w_alpha = walk_entry(
-                                    S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk
-                                )
+                                    S, w_alpha, d_cache, k_cache, g_cache, slot, j if PREDECAYED else h, j, i, c,
+                                    tile_b, tile_v, tile_fk, PREDECAYED,
+                                )  # fmt: skip
                     S = S + u[None, :, None] * k_c[None, None, :]
                     state_out[slot, j, tile_v, tile_fk] = S.to(state_out.dtype)
             # 4. Other rows append d = u at the cursor (launch 1 appended k and g).

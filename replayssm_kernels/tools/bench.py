@@ -9,6 +9,13 @@ Every implementation runs the same sweep in one process, on the same inputs:
 * ``standard_helion``      our standard decode (read state, update, write back)
 * ``fla_fused_recurrent``  FLA's ``fused_recurrent_kda`` as a single-token decode from a state pool
                            (``state_v_first=True`` reads our ``[slots, HV, V, K]`` pool as is)
+* ``sglang_helion_replayssm``  sglang's Helion ReplaySSM kernel (our signature), raw rings
+* ``sglang_triton_replayssm``  sglang's Triton ReplaySSM decode (``is_kda=True``, softplus gate only),
+                           raw rings; both peers loaded by file path (``tools.peers``), skipped if absent
+
+Our ReplaySSM designs run once per ring format of ``--ring-formats`` (``replayssm_ref.formats``; a
+format the gate or L does not allow is skipped); every implementation takes the bounded gate of
+``--lower-bound`` except the Triton peer.
 
 Steady state, like a server: rows start at staggered cursors ``c0 = row % L`` and every launch in a
 timed cycle gets the cursors of its step (``(c0 + t) % L``, the schedule ``advance_write_pos`` gives),
@@ -31,20 +38,25 @@ from pathlib import Path
 
 import torch
 
+from replayssm_ref.formats import RING_FORMATS, ring_format
 from replayssm_ref.harness import DTYPES, Problem, random_token, random_weights
 from replayssm_ref.traffic import TrafficShape, replay_bytes_per_row, standard_bytes_per_row
 
+from . import peers
+
 REPLAYSSM_LAUNCHES = {"replayssm_helion": None, "replayssm_helion_two_launch": 2, "replayssm_helion_split": 3}
-IMPLS = (*REPLAYSSM_LAUNCHES, "standard_helion", "fla_fused_recurrent")
+PEERS = {"sglang_helion_replayssm": peers.sglang_helion, "sglang_triton_replayssm": peers.sglang_triton}
+IMPLS = (*REPLAYSSM_LAUNCHES, "standard_helion", "fla_fused_recurrent", *PEERS)
 
 
 def is_replayssm(impl: str) -> bool:
-    return impl in REPLAYSSM_LAUNCHES
+    """Rings and cursors (ours and the peers'), timed per L; the others once per shape."""
+    return impl in REPLAYSSM_LAUNCHES or impl in PEERS
 
 
 CSV_COLUMNS = [
     "impl", "batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "cache_length", "state_dtype",
-    "cache_dtype", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
+    "cache_dtype", "ring_format", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
     "copy_gbps", "frac_of_copy", "steps_per_graph", "slot_sets", "device",
 ]  # fmt: skip
 
@@ -60,10 +72,10 @@ class Case:
     state_dtype: str
     cache_dtype: str
 
-    def traffic(self) -> TrafficShape:
+    def traffic(self, fmt: str = "raw") -> TrafficShape:
         es = DTYPES[self.state_dtype].itemsize
         ec = DTYPES[self.cache_dtype].itemsize
-        return TrafficShape(self.num_q_heads, self.num_v_heads, self.key_dim, self.value_dim, es, ec, ec, 2, 2)
+        return TrafficShape(self.num_q_heads, self.num_v_heads, self.key_dim, self.value_dim, es, ec, ec, 2, 2, fmt)
 
 
 def cursor_schedule(batch: int, cache_length: int, device, shuffle_seed: int | None = None) -> list[torch.Tensor]:
@@ -81,9 +93,9 @@ def cursor_schedule(batch: int, cache_length: int, device, shuffle_seed: int | N
     return [((c0 + t) % cache_length).to(torch.int32) for t in range(cache_length)]
 
 
-def cycle_model_bytes(case: Case, impl: str) -> float:
+def cycle_model_bytes(case: Case, impl: str, fmt: str = "raw") -> float:
     """Model bytes per step, averaged over the steps of one timed cycle (exact for the schedule)."""
-    t = case.traffic()
+    t = case.traffic(fmt)
     if not is_replayssm(impl):
         return case.batch * standard_bytes_per_row(t)
     L = case.cache_length
@@ -119,11 +131,10 @@ class Workload:
         gen = torch.Generator().manual_seed(seed)
         slots = case.batch * sets
         sd, cd = DTYPES[case.state_dtype], DTYPES[case.cache_dtype]
-        HV, H, K, V = case.num_v_heads, case.num_q_heads, case.key_dim, case.value_dim
+        HV, K, V = case.num_v_heads, case.key_dim, case.value_dim
         self.state = (torch.randn(slots, HV, V, K, device=device) * 0.1).to(sd)
         self.d_cache = (torch.randn(slots, HV, L, V, device=device) * 0.1).to(cd)
-        self.k_cache = torch.nn.functional.normalize(torch.randn(slots, H, L, K, device=device), dim=-1).to(cd)
-        self.g_cache = -torch.rand(slots, HV, L, K, device=device) * 0.1
+        self._rings = {}  # ring format -> (k_cache, g_cache), made on first use
         self.weights = random_weights(p, gen, device, torch.float32)
         self.tokens = [random_token(p, gen, device, torch.bfloat16) for _ in range(L)]  # rotated per step
         self.indices = [
@@ -132,7 +143,21 @@ class Workload:
         self.cursors = cursor_schedule(case.batch, L, device, cursor_seed)
         self.out = torch.empty(case.batch, 1, HV, V, device=device, dtype=torch.bfloat16)
 
-    def _decode_call(self, impl: str, t: int, idx, config):
+    def rings(self, fmt: str):
+        """(k_cache, g_cache) in ring format ``fmt``: unit keys and small decays (prefix sums where the
+        format keeps them), so that every value stays finite."""
+        if fmt not in self._rings:
+            c, f = self.case, ring_format(fmt)
+            slots, L = self.state.shape[0], c.cache_length
+            heads = f.key_heads(c.num_q_heads, c.num_v_heads)
+            k = torch.randn(slots, heads, L, c.key_dim, device=self.device)
+            k = torch.nn.functional.normalize(k, dim=-1).to(DTYPES[c.cache_dtype])
+            g = -torch.rand(slots, c.num_v_heads, L, c.key_dim, device=self.device) * 0.1
+            g = (g.cumsum(2) if f.prefix_gate else g).to(f.gate_dtype or torch.float32)
+            self._rings = {fmt: (k, g)}  # one format's rings at a time
+        return self._rings[fmt]
+
+    def _decode_call(self, impl: str, t: int, idx, config, fmt: str, lower_bound):
         """(decode function, its planner, args, kwargs) of one of our kernels' steps: token ``t`` of the
         cycle on the rows ``idx``. The planner builds the same launches without running them."""
         from .. import decode, plan
@@ -141,34 +166,50 @@ class Workload:
         kwargs = {"check_values": False, "config": config}
         if is_replayssm(impl):
             args = (
-                mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, self.k_cache, self.g_cache,
-                self.out, idx, self.cursors[t], None, True, None,
+                mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, *self.rings(fmt),
+                self.out, idx, self.cursors[t], None, True, lower_bound,
             )  # fmt: skip
-            kwargs |= {"launches": REPLAYSSM_LAUNCHES[impl]}
+            kwargs |= {"launches": REPLAYSSM_LAUNCHES[impl], "ring_format": fmt}
             return decode.helion_fused_recurrent_kda_replayssm_decode, plan.plan_replayssm, args, kwargs
         if impl == "standard_helion":
-            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, None)
+            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, lower_bound)
             return decode.helion_fused_recurrent_kda_packed_decode, plan.plan_standard, args, kwargs
         raise ValueError(f"unknown impl {impl!r}")
 
-    def steps(self, impl: str, config=None):
+    def steps(self, impl: str, config=None, *, fmt: str = "raw", lower_bound=None, peer=None):
         """The list of zero-argument launches that make one timed graph (sets x L steps)."""
         launches = []
         for idx, t in itertools.product(self.indices, range(self.case.cache_length)):
             if impl == "fla_fused_recurrent":
-                launches.append(self._fla_step(*self.tokens[t], idx))
-                continue
-            decode, _, args, kwargs = self._decode_call(impl, t, idx, config)
-            launches.append(functools.partial(decode, *args, **kwargs))
+                launches.append(self._fla_step(*self.tokens[t], idx, lower_bound))
+            elif impl in PEERS:
+                launches.append(self._peer_step(impl, peer, t, idx, lower_bound))
+            else:
+                decode, _, args, kwargs = self._decode_call(impl, t, idx, config, fmt, lower_bound)
+                launches.append(functools.partial(decode, *args, **kwargs))
         return launches
 
-    def plan(self, impl: str, config=None):
+    def plan(self, impl: str, config=None, *, fmt: str = "raw", lower_bound=None):
         """The launches (``plan.Launch``) of the first step ``steps`` times, built but not run, so that
         what the device compiled for them can be read back (``tools.codegen.device_resources``)."""
-        _, launches, args, kwargs = self._decode_call(impl, 0, self.indices[0], config)
+        _, launches, args, kwargs = self._decode_call(impl, 0, self.indices[0], config, fmt, lower_bound)
         return launches(*args, **kwargs)
 
-    def _fla_step(self, mixed, a, b, idx):
+    def _peer_step(self, impl, fn, t, idx, lower_bound):
+        """A peer's step on the raw rings: sglang's Helion kernel takes our arguments as they are; the
+        Triton one wants ``a [B, HV, K]``, ``dt_bias [HV, K]`` and ``is_kda`` (softplus gate only)."""
+        c, w, (mixed, a, b) = self.case, self.weights, self.tokens[t]
+        k_cache, g_cache = self.rings("raw")
+        if impl == "sglang_helion_replayssm":
+            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, k_cache, g_cache, self.out,
+                    idx, self.cursors[t], None, True, lower_bound)  # fmt: skip
+            return functools.partial(fn, *args)
+        a3, dt2 = a.view(c.batch, c.num_v_heads, c.key_dim), w.dt_bias.view(c.num_v_heads, c.key_dim)
+        args = (mixed, a3, b, w.A_log, dt2, w.scale, self.state, self.d_cache, k_cache, g_cache, self.out, idx,
+                self.cursors[t], None, True)  # fmt: skip
+        return functools.partial(fn, *args, is_kda=True)
+
+    def _fla_step(self, mixed, a, b, idx, lower_bound):
         """FLA's recurrent KDA kernel as a single-token decode: T=1 per sequence via cu_seqlens."""
         from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
 
@@ -188,7 +229,7 @@ class Workload:
                 q=q, k=k, v=v, g=g, beta=beta, A_log=w.A_log, dt_bias=w.dt_bias, initial_state=self.state,
                 scale=w.scale, inplace_final_state=True, state_v_first=True, cu_seqlens=cu,
                 ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
-                use_beta_sigmoid_in_kernel=True, out=out,
+                use_beta_sigmoid_in_kernel=True, lower_bound=lower_bound, out=out,
             )  # fmt: skip
 
         return step
@@ -214,6 +255,27 @@ def time_graph(launches, warmup_ms: int = 25, rep_ms: int = 200) -> tuple[float,
     q = triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
     n = len(launches)
     return tuple(x * 1e3 / n for x in q)
+
+
+def runs_of(case: Case, args, peer_fns: dict) -> list[tuple[str, str]]:
+    """(impl, ring format) pairs timed for ``case``: our ReplaySSM designs once per format the gate and
+    L allow (at L = 1 only raw: the standard kernel runs, no ring), peers in the raw format if loaded,
+    the others with no format."""
+    runs = []
+    for impl in args.impls:
+        if impl in REPLAYSSM_LAUNCHES:
+            for fmt in args.ring_formats if case.cache_length > 1 else ["raw"]:
+                try:
+                    ring_format(fmt).check_gate(args.lower_bound, case.cache_length)
+                except ValueError:
+                    continue
+                runs.append((impl, fmt))
+        elif impl in PEERS:
+            if peer_fns.get(impl) is not None:
+                runs.append((impl, "raw"))
+        else:
+            runs.append((impl, ""))
+    return runs
 
 
 def build_cases(args) -> list[Case]:
@@ -256,9 +318,20 @@ def parse_args(argv=None):
         "instead of the grid options' cross product: compiled kernels are shared across its cases",
     )  # fmt: skip
     ap.add_argument(
-        "--impls", nargs="+", choices=IMPLS, default=["replayssm_helion", "standard_helion", "fla_fused_recurrent"],
-        help="the default design and both baselines unless told; the other ReplaySSM designs are opt-in",
+        "--impls", nargs="+", choices=IMPLS,
+        default=["replayssm_helion", "standard_helion", "fla_fused_recurrent", *PEERS],
+        help="the default design, both baselines and the peers unless told; the other ReplaySSM designs are opt-in",
     )  # fmt: skip
+    ap.add_argument(
+        "--ring-formats", nargs="+", choices=sorted(RING_FORMATS), default=["raw"],
+        help="ring formats our ReplaySSM designs run in (one row each); skipped where the gate or L forbids one",
+    )  # fmt: skip
+    ap.add_argument(
+        "--lower-bound", type=lambda x: None if x.lower() == "none" else float(x), default=-5.0,
+        help="the gate of every implementation but the Triton peer: a bounded gate's lower bound, or 'none' "
+        "for the softplus gate (the predecayed format then never runs)",
+    )  # fmt: skip
+    ap.add_argument("--peers", type=Path, default=peers.DEFAULT_DIR, help="folder of the sglang peer kernel files")
     ap.add_argument("--max-sets", type=int, default=64, help="cap on rotated slot sets per graph")
     ap.add_argument("--rep-ms", type=int, default=200, help="timing window per case and implementation")
     ap.add_argument(
@@ -301,6 +374,10 @@ def main(argv=None) -> int:
     print(f"copy ceiling: {copy_gbps:.0f} GB/s on {props.name}", flush=True)
 
     cases = build_cases(args)
+    peer_fns = {name: load(args.peers) for name, load in PEERS.items() if name in args.impls}
+    for name, fn in peer_fns.items():
+        if fn is None:
+            print(f"{name}: its files are not in {args.peers}; skipped", flush=True)
     command = "python -m replayssm_kernels.tools.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     env_path = args.out / "env.json"
     runs = []  # an --append run keeps the earlier runs' configs beside its own
@@ -331,7 +408,7 @@ def main(argv=None) -> int:
         for case in cases:
             sets = slot_sets(case, l2, args.max_sets)
             work = Workload(case, sets, device, cursor_seed=args.cursor_seed)
-            for impl in args.impls:
+            for impl, fmt in runs_of(case, args, peer_fns):
                 # Baselines do not depend on L or the ring dtype: time them once per shape, at L=1 sets.
                 key = (impl, case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.state_dtype)
                 if not is_replayssm(impl):
@@ -339,11 +416,12 @@ def main(argv=None) -> int:
                         continue
                     seen_baselines.add(key)
                 try:
-                    med, p20, p80 = time_graph(work.steps(impl), rep_ms=args.rep_ms)
+                    steps = work.steps(impl, fmt=fmt, lower_bound=args.lower_bound, peer=peer_fns.get(impl))
+                    med, p20, p80 = time_graph(steps, rep_ms=args.rep_ms)
                 except Exception as exc:  # a failing impl is recorded, not hidden
-                    print(f"{impl} {case}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                    print(f"{impl} {fmt} {case}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
                     continue
-                nbytes = cycle_model_bytes(case, impl)
+                nbytes = cycle_model_bytes(case, impl, fmt or "raw")
                 gbps = nbytes / (med * 1e-6) / 1e9
                 rows.append(
                     {
@@ -351,14 +429,14 @@ def main(argv=None) -> int:
                         "num_v_heads": case.num_v_heads, "key_dim": case.key_dim, "value_dim": case.value_dim,
                         "cache_length": case.cache_length if is_replayssm(impl) else 0,
                         "state_dtype": case.state_dtype,
-                        "cache_dtype": case.cache_dtype if is_replayssm(impl) else "",
+                        "cache_dtype": case.cache_dtype if is_replayssm(impl) else "", "ring_format": fmt,
                         "us_per_step": med, "us_p20": p20, "us_p80": p80, "model_bytes_per_step": nbytes,
                         "gbps_effective": gbps, "copy_gbps": copy_gbps, "frac_of_copy": gbps / copy_gbps,
                         "steps_per_graph": sets * case.cache_length, "slot_sets": sets, "device": props.name,
                     }
                 )  # fmt: skip
                 print(
-                    f"{impl:20s} B={case.batch:<3d} H={case.num_q_heads:<2d} HV={case.num_v_heads:<2d} "
+                    f"{impl:24s} {fmt:10s} B={case.batch:<3d} H={case.num_q_heads:<2d} HV={case.num_v_heads:<2d} "
                     f"K=V={case.key_dim} L={case.cache_length:<2d} {case.state_dtype}/{case.cache_dtype}: "
                     f"{med:8.2f} us/step  {gbps:6.0f} GB/s ({gbps / copy_gbps:.0%} of copy)",
                     flush=True,
