@@ -84,7 +84,7 @@ CASES = [
         {"d_cache": t(SLOTS, HV, L, K)},
         r"`d_cache` must have shape \[slots, HV, L, V\] = \[\*, 4, 5, 32\].*key_dim",
     ),
-    ("k-heads", {"k_cache": t(SLOTS, H + 1, L, K)}, r"`k_cache` must have shape \[slots, H, L, K\].*dim 1 should count H"),
+    ("k-heads", {"k_cache": t(SLOTS, H + 1, L, K)}, r"`k_cache` must have shape \[slots, H, L, K\].*count H"),
     ("k-length", {"k_cache": t(SLOTS, H, L + 1, K)}, r"`k_cache` .*every ring must have d_cache's length L"),
     (
         "g-value-dim",

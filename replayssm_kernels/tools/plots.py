@@ -1,6 +1,7 @@
 """``python -m replayssm_kernels.tools.plots``: every figure and README table, drawn from the committed CSVs.
 
-For each device folder ``results/<device>/`` it draws ``bench/speedup.png`` and ``bench/bandwidth.png``
+For each device folder ``results/<device>/`` it draws ``bench/speedup.png``, ``bench/bandwidth.png`` and
+``bench/regime.png``
 from ``bench/decode_throughput.csv`` and ``gpu_check/kernel_errors.png`` from
 ``gpu_check/kernel_errors.csv``, writes ``redesign/comparison.csv`` from the before/after timings
 there, and rewrites the README's generated block (between
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from replayssm_ref.figures import RESULTS, finish, log2_x
@@ -26,6 +28,10 @@ README = RESULTS.parent / "README.md"
 HEADS, DIM = 32, 128  # the headline shape: H = HV = 32, K = V = 128, bf16 rings
 STATE_DTYPES = ("float32", "bfloat16")
 BASELINES = {"standard_helion": "our standard decode", "fla_fused_recurrent": "FLA fused_recurrent_kda"}
+PEERS = {"sglang_helion_replayssm": "sglang Helion ReplaySSM", "sglang_triton_replayssm": "sglang Triton ReplaySSM"}
+FORMATS = ("raw", "bf16_gate", "predecayed")  # replayssm_ref.formats
+MARKERS = {"raw": "o", "bf16_gate": "s", "predecayed": "^"}
+SIZES = {"float32": 4, "bfloat16": 2}
 
 
 def device_folders() -> list[Path]:
@@ -44,9 +50,12 @@ def gpu_name(csv: Path) -> str:
 
 
 def load_bench(csv: Path) -> pd.DataFrame:
+    """A sweep's rows; sweeps from before ring formats get ``ring_format`` raw on their ReplaySSM rows."""
     df = pd.read_csv(csv, keep_default_na=False)
     if "precision" in df:  # sweeps before the redesign also timed a "precise" mode, now gone
         df = df[df.precision.isin(["fast", ""])]
+    if "ring_format" not in df:
+        df = df.assign(ring_format=["raw" if c != "" else "" for c in df.cache_dtype])
     return df
 
 
@@ -56,37 +65,49 @@ def _headline_shape(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """ReplaySSM rows at the headline shape with ``x_<baseline>`` columns (baseline time / ours), each
-    baseline timed at the same batch and state dtype, and the bytes model's limit ``x_model``."""
+    """ReplaySSM rows (every ring format) at the headline shape with ``x_<baseline>`` columns (baseline
+    time / ours), each baseline timed at the same batch and state dtype, and the bytes model's limit
+    ``x_model`` for the row's format."""
     df = _headline_shape(df)
     rep = df[df.impl == "replayssm_helion"].copy()
     for base in BASELINES:
         b = df[df.impl == base][["batch", "state_dtype", "us_per_step"]].rename(columns={"us_per_step": base})
         rep = rep.merge(b, on=["batch", "state_dtype"], how="left")
         rep[f"x_{base}"] = rep[base] / rep.us_per_step
-    sizes = {"float32": 4, "bfloat16": 2}
     rep["x_model"] = [
-        model_speedup(TrafficShape(HEADS, HEADS, DIM, DIM, state_bytes=sizes[sd]), L)
-        for sd, L in zip(rep.state_dtype, rep.cache_length, strict=True)
+        model_speedup(TrafficShape(HEADS, HEADS, DIM, DIM, state_bytes=SIZES[sd], ring_format=f or "raw"), L)
+        for sd, L, f in zip(rep.state_dtype, rep.cache_length, rep.ring_format, strict=True)
     ]
     return rep
 
 
+def best_format(sp: pd.DataFrame) -> pd.DataFrame:
+    """The fastest ring format at each (batch, state dtype, L)."""
+    return sp.loc[sp.groupby(["batch", "state_dtype", "cache_length"]).us_per_step.idxmin()]
+
+
 def plot_speedup(df: pd.DataFrame, gpu: str, path=None):
-    """ReplaySSM's speedup over our standard decode vs ring length, one line per batch, one panel per
-    state dtype, the bytes model's limit dashed."""
-    sp = speedups(df)
+    """ReplaySSM's speedup over our standard decode vs ring length, one line per batch (the fastest ring
+    format at each point, by marker), one panel per state dtype, the bytes model's limit of the leanest
+    format dashed."""
+    sp = best_format(speedups(df))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, sd in zip(axes, STATE_DTYPES, strict=True):
         g = sp[sp.state_dtype == sd]
-        for batch, gb in g.groupby("batch"):
+        for i, (batch, gb) in enumerate(g.groupby("batch")):
             gb = gb.sort_values("cache_length")
-            ax.plot(gb.cache_length, gb.x_standard_helion, "o-", label=f"batch {batch}")
-        model = g.drop_duplicates("cache_length").sort_values("cache_length")
-        ax.plot(model.cache_length, model.x_model, "k--", lw=1, label="bytes model")
+            ax.plot(gb.cache_length, gb.x_standard_helion, "-", color=f"C{i}", label=f"batch {batch}")
+            for fmt, gf in gb.groupby("ring_format"):
+                ax.scatter(gf.cache_length, gf.x_standard_helion, marker=MARKERS.get(fmt, "o"), color=f"C{i}", s=22)
+        lengths = sorted(set(g.cache_length))
+        model = [max(model_speedup(TrafficShape(HEADS, HEADS, DIM, DIM, SIZES[sd], ring_format=f), L)
+                     for f in FORMATS if f != "predecayed" or L <= 17) for L in lengths]  # fmt: skip
+        ax.plot(lengths, model, "k--", lw=1, label="bytes model")
         ax.axhline(1.0, color="grey", lw=0.8)
         log2_x(ax, g.cache_length)
         ax.set_title(f"{sd} state, bf16 rings")
+    for fmt, m in MARKERS.items():
+        axes[1].scatter([], [], marker=m, color="grey", label=f"{fmt} rings")
     axes[0].set_ylabel("× our standard decode (higher is faster)")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
     fig.suptitle(f"ReplaySSM speedup over standard decode, H=HV={HEADS}, K=V={DIM} ({gpu})")
@@ -94,19 +115,22 @@ def plot_speedup(df: pd.DataFrame, gpu: str, path=None):
 
 
 def plot_bandwidth(df: pd.DataFrame, gpu: str, path=None):
-    """Model bytes per second as a share of the measured copy ceiling at batch 256: ReplaySSM by ring
-    length, the baselines as horizontal lines; one panel per state dtype."""
+    """Model bytes per second (each ring format's own model) as a share of the measured copy ceiling at
+    the largest batch: one line per ring format by ring length, the baselines as horizontal lines; one
+    panel per state dtype."""
     df = _headline_shape(df)
     df = df[df.batch == df.batch.max()]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, sd in zip(axes, STATE_DTYPES, strict=True):
-        g = df[(df.state_dtype == sd) & (df.impl == "replayssm_helion")].sort_values("cache_length")
-        ax.plot(g.cache_length, 100 * g.frac_of_copy, "o-", label="ReplaySSM")
-        for base, label in BASELINES.items():
+        rep = df[(df.state_dtype == sd) & (df.impl == "replayssm_helion")]
+        for fmt, g in rep.groupby("ring_format"):
+            g = g.sort_values("cache_length")
+            ax.plot(g.cache_length, 100 * g.frac_of_copy, marker=MARKERS.get(fmt, "o"), label=f"ReplaySSM, {fmt}")
+        for i, (base, label) in enumerate(BASELINES.items()):
             b = df[(df.state_dtype == sd) & (df.impl == base)]
             if len(b):
-                ax.axhline(100 * b.frac_of_copy.iloc[0], ls="--", lw=1, label=label, color=f"C{len(ax.lines)}")
-        log2_x(ax, g.cache_length)
+                ax.axhline(100 * b.frac_of_copy.iloc[0], ls="--", lw=1, label=label, color=f"C{5 + i}")
+        log2_x(ax, rep.cache_length)
         ax.set_ylim(0, 105)
         ax.set_title(f"{sd} state, bf16 rings")
     axes[0].set_ylabel("% of the copy ceiling (bytes model)")
@@ -115,59 +139,103 @@ def plot_bandwidth(df: pd.DataFrame, gpu: str, path=None):
     return finish(fig, path)
 
 
-def plot_kernel_errors(err: pd.DataFrame, gpu: str, path=None):
-    """Worst relative error (outputs and checkpoints) of the GPU check vs ring length, one line per
-    state/ring dtype, with each line's tolerance dashed."""
-    rep = err[err.impl == "replayssm_helion"]
-    if "precision" in rep:
-        rep = rep[rep.precision.isin(["fast", ""])]
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    for i, ((sd, cd), g) in enumerate(rep.groupby(["state_dtype", "cache_dtype"])):
-        worst = g.groupby("cache_length")[["max_out_rel", "max_state_rel", "tolerance"]].max().reset_index()
-        worst["rel"] = worst[["max_out_rel", "max_state_rel"]].max(axis=1)
-        ax.plot(worst.cache_length, worst.rel, "o-", color=f"C{i}", label=f"{sd} state, {cd} rings")
-        ax.plot(worst.cache_length, worst.tolerance, "--", color=f"C{i}", lw=0.8, label="its tolerance")
-    log2_x(ax, rep.cache_length)
-    ax.set_yscale("log")
-    ax.set_ylabel("worst ‖x − ref‖/‖ref‖")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
-    ax.set_title(f"Kernel error vs float64, bf16 inputs and outputs ({gpu})", fontsize=10)
+def plot_regime(df: pd.DataFrame, gpu: str, path=None):
+    """Where ReplaySSM wins: its speedup over our standard decode (fastest ring format) by batch and
+    ring length, one panel per state dtype; green where it is faster."""
+    sp = best_format(speedups(df))
+    sp = sp[sp.cache_length >= 2]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax, sd in zip(axes, STATE_DTYPES, strict=True):
+        grid = sp[sp.state_dtype == sd].pivot_table(index="batch", columns="cache_length", values="x_standard_helion")
+        if grid.empty:
+            ax.set_visible(False)
+            continue
+        im = ax.imshow(grid.values, cmap="RdYlGn", vmin=0.5, vmax=1.5, aspect="auto", origin="lower")
+        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+        ax.set_yticks(range(len(grid.index)), [str(b) for b in grid.index])
+        for (y, x), v in np.ndenumerate(grid.values):
+            if np.isfinite(v):
+                ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=8)
+        ax.set_xlabel("ring length L")
+        ax.set_ylabel("batch")
+        ax.set_title(f"{sd} state, bf16 rings")
+        fig.colorbar(im, ax=ax, label="× our standard decode")
+    fig.suptitle(f"Where ReplaySSM wins, H=HV={HEADS}, K=V={DIM} ({gpu})")
     return finish(fig, path)
 
 
+def plot_kernel_errors(err: pd.DataFrame, gpu: str, path=None):
+    """Worst relative error (outputs and checkpoints) of the GPU check vs ring length, one line per ring
+    format, one panel per state/ring dtype pair, with the tolerance dashed."""
+    rep = err[err.impl == "replayssm_helion"]
+    if "ring_format" not in rep:
+        rep = rep.assign(ring_format="raw")
+    pairs = sorted(rep.groupby(["state_dtype", "cache_dtype"]).groups)
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4 * len(pairs), 3.6), sharey=True, squeeze=False)
+    for ax, (sd, cd) in zip(axes[0], pairs, strict=True):
+        g = rep[(rep.state_dtype == sd) & (rep.cache_dtype == cd)]
+        for fmt, gf in g.groupby("ring_format"):
+            worst = gf.groupby("cache_length")[["max_out_rel", "max_state_rel", "tolerance"]].max().reset_index()
+            worst["rel"] = worst[["max_out_rel", "max_state_rel"]].max(axis=1)
+            ax.plot(worst.cache_length, worst.rel, marker=MARKERS.get(fmt, "o"), label=fmt)
+        tol = g.groupby("cache_length").tolerance.max()
+        ax.plot(tol.index, tol.values, "k--", lw=0.8, label="tolerance")
+        log2_x(ax, g.cache_length)
+        ax.set_yscale("log")
+        ax.set_title(f"{sd} state, {cd} rings", fontsize=9)
+    axes[0][0].set_ylabel("worst ‖x − ref‖/‖ref‖")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle(f"Kernel error vs float64 per ring format, bf16 inputs and outputs ({gpu})", fontsize=10)
+    return finish(fig, path)
+
+
+def _peer_best(df: pd.DataFrame, impl: str, batch: int, sd: str):
+    g = df[(df.impl == impl) & (df.batch == batch) & (df.state_dtype == sd) & (df.cache_length >= 2)]
+    return None if g.empty else g.loc[g.us_per_step.idxmin()]
+
+
 def headline_markdown(df: pd.DataFrame) -> str:
-    """Per state dtype at the largest batch: the best ring length (L >= 2; at L = 1 the default design
-    is the standard kernel) and its times and ratios."""
+    """Per state dtype at the largest batch: the best ring length and format (L >= 2; at L = 1 the
+    default design is the standard kernel), its time and ratios, and each peer at its own best L."""
     sp = speedups(df)
-    sp = sp[(sp.batch == sp.batch.max()) & (sp.cache_length >= 2)]
+    batch = sp.batch.max()
+    sp = sp[(sp.batch == batch) & (sp.cache_length >= 2)]
+    head = _headline_shape(df)
     lines = [
-        "| state | best L | ReplaySSM (µs) | standard (µs) | FLA (µs) | × standard | × FLA | % of copy | model limit |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| state | best L, rings | ReplaySSM (µs) | standard (µs) | FLA (µs) | × standard | × FLA | "
+        + " | ".join(f"{label} (µs, L)" for label in PEERS.values())
+        + " | % of copy | model limit |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(PEERS) + "---|---|",
     ]
     for sd in STATE_DTYPES:
         g = sp[sp.state_dtype == sd]
         if not len(g):
             continue
         r = g.loc[g.us_per_step.idxmin()]
+        peers = []
+        for impl in PEERS:
+            p = _peer_best(head, impl, batch, sd)
+            peers.append("–" if p is None else f"{p.us_per_step:.1f} (L={p.cache_length})")
         lines.append(
-            f"| {sd} | {r.cache_length} | {r.us_per_step:.1f} | {r.standard_helion:.1f} | "
+            f"| {sd} | L={r.cache_length}, {r.ring_format} | {r.us_per_step:.1f} | {r.standard_helion:.1f} | "
             f"{r.fla_fused_recurrent:.1f} | {r.x_standard_helion:.2f} | {r.x_fla_fused_recurrent:.2f} | "
-            f"{100 * r.frac_of_copy:.0f}% | {r.x_model:.2f} |"
+            + " | ".join(peers)
+            + f" | {100 * r.frac_of_copy:.0f}% | {r.x_model:.2f} |"
         )
     return "\n".join(lines)
 
 
 def batches_markdown(df: pd.DataFrame) -> str:
-    """× our standard decode at the best ring length (L >= 2) per batch and state dtype."""
+    """× our standard decode at the best ring length (L >= 2) and format per batch and state dtype."""
     sp = speedups(df)
     sp = sp[sp.cache_length >= 2]
-    lines = ["| batch | " + " | ".join(f"{sd} state: best L, ×" for sd in STATE_DTYPES) + " |", "|---|---|---|"]
+    lines = ["| batch | " + " | ".join(f"{sd} state: best L, rings, ×" for sd in STATE_DTYPES) + " |", "|---|---|---|"]
     for batch, g in sp.groupby("batch"):
         cells = []
         for sd in STATE_DTYPES:
             s = g[g.state_dtype == sd]
             r = s.loc[s.us_per_step.idxmin()] if len(s) else None
-            cells.append("–" if r is None else f"L={r.cache_length}, {r.x_standard_helion:.2f}×")
+            cells.append("–" if r is None else f"L={r.cache_length}, {r.ring_format}, {r.x_standard_helion:.2f}×")
         lines.append(f"| {batch} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -231,6 +299,7 @@ def main(argv=None) -> int:
         df, gpu = load_bench(csv), gpu_name(csv)
         plt.close(plot_speedup(df, gpu, folder / "bench" / "speedup.png"))
         plt.close(plot_bandwidth(df, gpu, folder / "bench" / "bandwidth.png"))
+        plt.close(plot_regime(df, gpu, folder / "bench" / "regime.png"))
         comparison = redesign_comparison(folder)
         if comparison is not None:
             comparison.to_csv(folder / "redesign" / "comparison.csv", index=False)
