@@ -69,8 +69,10 @@ _ = plot_ring_occupancy(trace, L, path=OUT / "ring_occupancy.png")
 # `E = V·s_d + 4K + K·s_k/hpq` bytes, the cycle average is `V·K·s_S·(1 + 1/L) + E·(L/2 + 1/2 − 1/L)`
 # against `2·V·K·s_S` for standard decode: the checkpoint is read every step but written once per
 # cycle, while the ring replay grows with `L`. The optimum is near `L* = sqrt(2(V·K·s_S − E)/E)`.
+# Leaner ring formats (`replayssm_ref.formats`) shrink `E`: a bf16 gate ring (`bf16_gate`), or keys
+# stored pre-decayed per value head with one prefix sum read per step (`predecayed`, bounded gate).
 
 # %%
-model = bytes_model_frame([1, 2, 4, 8, 16, 32, 64])
-print(model.pivot_table(index="cache_length", columns="state_dtype", values="bytes_per_row"))
+model = bytes_model_frame([1, 2, 4, 8, 16], ring_formats=["raw", "bf16_gate", "predecayed"])
+print(model.pivot_table(index="cache_length", columns=["state_dtype", "ring_format"], values="bytes_per_row"))
 _ = plot_bytes_model(model, path=OUT / "bytes_model.png")

@@ -15,7 +15,7 @@
 # # Correctness: error against the float64 reference, by ring length and head count
 #
 # 1. The eager reference in float32 and bfloat16 (state and rings) against the float64 standard
-#    recurrence, by ring length `L` and head count `HV` (written to `results/cpu/correctness/`).
+#    recurrence, by ring length `L`, head count `HV` and ring format (written to `results/cpu/correctness/`).
 # 2. The Helion kernel on this machine: on a GPU when there is one, else through `HELION_INTERPRET=1`
 #    at small sizes; and the committed GPU checks of `results/<device>/gpu_check/`.
 # 3. Long-horizon drift: output error per step over thousands of steps, standard decode vs ReplaySSM.
@@ -31,6 +31,8 @@ HEADS = [(1, 1), (2, 4)] if SMOKE else [(1, 1), (2, 4), (4, 16)]  # (H, HV)
 KERNEL_LENGTHS = [4] if SMOKE else [1, 4, 8, 16]
 DRIFT_STEPS = 64 if SMOKE else 4096
 DRIFT_LENGTHS = [1, 8] if SMOKE else [1, 8, 64]
+RING_FORMATS = ["raw", "bf16_gate", "predecayed"]  # replayssm_ref.formats
+LOWER_BOUND = -5.0  # the bounded gate (the predecayed format needs it; None: softplus, which it cannot hold)
 
 # %%
 import tempfile
@@ -57,9 +59,12 @@ write_env_json(
 # ## 1. The reference in float32 and bfloat16
 
 # %%
-ref = error_sweep(CACHE_LENGTHS, HEADS, ("float32", "bfloat16"))
+ref = error_sweep(CACHE_LENGTHS, HEADS, ("float32", "bfloat16"), ring_formats=RING_FORMATS, lower_bound=LOWER_BOUND)
 ref.to_csv(OUT / "reference_errors.csv", index=False)
-print(ref.pivot_table(index="cache_length", columns=["state_dtype", "num_v_heads"], values="rel_err_out"))
+worst = ref.pivot_table(
+    index="cache_length", columns=["state_dtype", "ring_format"], values="rel_err_out", aggfunc="max"
+)
+print(worst)
 
 # %% [markdown]
 # ## 2. The Helion kernel, here
@@ -70,7 +75,7 @@ print(ref.pivot_table(index="cache_length", columns=["state_dtype", "num_v_heads
 device = "cuda" if torch.cuda.is_available() else "cpu"
 kern = error_sweep(
     KERNEL_LENGTHS, HEADS[:2], ("float32",), replay_fn=helion_fused_recurrent_kda_replayssm_decode,
-    label="helion", device=device,
+    label="helion", device=device, ring_formats=RING_FORMATS, lower_bound=LOWER_BOUND,
 )  # fmt: skip
 _ = plot_error_sweep(pd.concat([ref, kern], ignore_index=True), path=OUT / "error_vs_cache_length.png")
 

@@ -23,7 +23,8 @@ import os
 
 SMOKE = os.environ.get("REPLAYSSM_SMOKE") == "1"
 RERUN_SWEEP = False
-SWEEP_ARGS = ["--plan", "replayssm_kernels/sweeps/full.json", "--max-sets", "16", "--rep-ms", "30"]
+SWEEP_ARGS = ["--plan", "replayssm_kernels/sweeps/full.json", "--max-sets", "16", "--rep-ms", "30",
+              "--ring-formats", "raw", "bf16_gate", "predecayed"]  # fmt: skip
 
 # %%
 import pandas as pd
@@ -50,7 +51,16 @@ for folder in folders:
     plots.plot_speedup(plots.load_bench(csv), plots.gpu_name(csv))
 
 # %% [markdown]
-# ## Bandwidth: how close to the copy ceiling
+# ## The regime map: where ReplaySSM wins, by batch and ring length
+# Each cell is the fastest ring format's speedup over our standard decode (green: faster).
+
+# %%
+for folder in folders:
+    csv = folder / "bench" / "decode_throughput.csv"
+    plots.plot_regime(plots.load_bench(csv), plots.gpu_name(csv))
+
+# %% [markdown]
+# ## Bandwidth per ring format: how close to the copy ceiling (each format's own bytes model)
 
 # %%
 for folder in folders:

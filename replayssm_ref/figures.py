@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from .cache import ReplaySSMCache
+from .formats import ring_format
 from .harness import DTYPES, Problem, random_token, random_weights, run_sequence, tolerance
 from .recurrence import recurrent_decode_step
 from .replay import advance_write_pos, materialize_state, replayssm_decode_step
@@ -104,28 +105,32 @@ def plot_ring_occupancy(trace: pd.DataFrame, cache_length: int, path=None):
     return finish(fig, path)
 
 
-def bytes_model_frame(lengths, shape: TrafficShape | None = None) -> pd.DataFrame:
-    """Model bytes per step per row (cycle average) vs L for fp32 and bf16 state, and standard decode."""
+def bytes_model_frame(lengths, shape: TrafficShape | None = None, ring_formats=("raw",)) -> pd.DataFrame:
+    """Model bytes per step per row (cycle average) vs L for fp32 and bf16 state, per ring format, and
+    standard decode."""
     rows = []
+    t0 = shape or TrafficShape(32, 32, 128, 128)
     for sb, name in ((4, "float32"), (2, "bfloat16")):
-        t = shape or TrafficShape(32, 32, 128, 128)
-        t = TrafficShape(t.num_q_heads, t.num_v_heads, t.key_dim, t.value_dim, state_bytes=sb)
-        for L in lengths:
-            rows.append({"state_dtype": name, "cache_length": L, "impl": "replayssm",
-                         "bytes_per_row": replay_cycle_bytes_per_row(t, L)})  # fmt: skip
-        rows.append(
-            {"state_dtype": name, "cache_length": 0, "impl": "standard", "bytes_per_row": standard_bytes_per_row(t)}
-        )
+        for fmt in ring_formats:
+            t = TrafficShape(t0.num_q_heads, t0.num_v_heads, t0.key_dim, t0.value_dim, state_bytes=sb, ring_format=fmt)
+            for L in lengths:
+                rows.append({"state_dtype": name, "cache_length": L, "impl": "replayssm", "ring_format": fmt,
+                             "bytes_per_row": replay_cycle_bytes_per_row(t, L)})  # fmt: skip
+        rows.append({"state_dtype": name, "cache_length": 0, "impl": "standard", "ring_format": "",
+                     "bytes_per_row": standard_bytes_per_row(t)})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def plot_bytes_model(frame: pd.DataFrame, path=None):
     fig, ax = plt.subplots(figsize=(9, 3.6))
     rep = frame[frame.impl == "replayssm"]
-    for sd, g in rep.groupby("state_dtype"):
-        line = ax.plot(g.cache_length, g.bytes_per_row / 1e6, "o-", label=f"ReplaySSM, {sd} state, bf16 ring")
+    styles = {"raw": "o-", "bf16_gate": "s:", "predecayed": "^-."}
+    for i, (sd, gs) in enumerate(rep.groupby("state_dtype")):
+        for fmt, g in gs.groupby("ring_format"):
+            ax.plot(g.cache_length, g.bytes_per_row / 1e6, styles.get(fmt, "o-"), color=f"C{i}",
+                    label=f"ReplaySSM, {sd} state, {fmt} bf16 rings")  # fmt: skip
         std = frame[(frame.impl == "standard") & (frame.state_dtype == sd)].bytes_per_row.iloc[0]
-        ax.axhline(std / 1e6, ls="--", color=line[0].get_color(), label=f"standard decode, {sd} state")
+        ax.axhline(std / 1e6, ls="--", color=f"C{i}", label=f"standard decode, {sd} state")
     log2_x(ax, rep.cache_length)
     ax.set_ylabel("MB moved per row per step (cycle avg)")
     ax.set_title("Traffic model, HV=32, K=V=128 (inputs/outputs included)", fontsize=10)
@@ -138,29 +143,39 @@ def plot_bytes_model(frame: pd.DataFrame, path=None):
 
 def error_sweep(
     cache_lengths, heads, dtypes=("float32", "bfloat16"), *, dims=(16, 32), batch=4, seed=0, replay_fn=None,
-    label="reference", device="cpu", steps=None,
+    label="reference", device="cpu", steps=None, ring_formats=("raw",), lower_bound=None,
 ) -> pd.DataFrame:  # fmt: skip
-    """Relative RMSE and max abs error against the float64 standard recurrence, per (L, HV, dtype)."""
+    """Worst relative error per (row, head) and max abs error against the float64 standard recurrence,
+    per (L, HV, dtype, ring format); a format the gate or L does not allow is left out."""
     rows = []
-    for L, (h, hv), name in itertools.product(cache_lengths, heads, dtypes):
+    for L, (h, hv), name, fmt in itertools.product(cache_lengths, heads, dtypes, ring_formats):
+        try:
+            ring_format(fmt).check_gate(lower_bound, L)
+        except ValueError:
+            continue
         p = Problem(batch, h, hv, dims[0], dims[1], L)
         kw = {} if replay_fn is None else {"replay_fn": replay_fn}
         n = steps or 2 * L + 3
-        r = run_sequence(p, steps=n, seed=seed + L, state_dtype=DTYPES[name], device=device, warm=True, **kw)
-        rows.append({"impl": label, "cache_length": L, "num_q_heads": h, "num_v_heads": hv, "state_dtype": name,
-                     "steps": n, "rel_err_out": r.max_out_rel, "rel_err_state": r.max_state_rel, "max_abs": r.max_abs,
-                     "tolerance": tolerance(DTYPES[name], steps=n), "finite": not r.nonfinite})  # fmt: skip
+        r = run_sequence(p, steps=n, seed=seed + L, state_dtype=DTYPES[name], device=device, warm=True,
+                         ring_format=fmt, lower_bound=lower_bound, **kw)  # fmt: skip
+        gate = ring_format(fmt).gate_dtype
+        tol = tolerance(DTYPES[name], *([gate] if gate is not None else []), steps=n)
+        rows.append({"impl": label, "ring_format": fmt, "cache_length": L, "num_q_heads": h, "num_v_heads": hv,
+                     "state_dtype": name, "steps": n, "rel_err_out": r.max_out_rel, "rel_err_state": r.max_state_rel,
+                     "max_abs": r.max_abs, "tolerance": tol, "finite": not r.nonfinite})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def plot_error_sweep(frame: pd.DataFrame, path=None):
-    """Worst relative error per (row, head) (outputs and checkpoints) vs L, one line per (impl, dtype,
-    HV), with each dtype's tolerance at the longest sequence (dashed)."""
+    """Worst relative error per (row, head) (outputs and checkpoints) vs L, one line per (impl, ring
+    format, dtype), worst over head counts, with each dtype's tolerance at the longest sequence (dashed)."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    if "ring_format" not in frame:
+        frame = frame.assign(ring_format="raw")
     for ax, col, title in zip(axes, ("rel_err_out", "rel_err_state"), ("outputs", "checkpoints"), strict=True):
-        for (impl, sd, hv), g in frame.groupby(["impl", "state_dtype", "num_v_heads"]):
-            g = g.sort_values("cache_length")
-            ax.plot(g.cache_length, g[col].clip(lower=1e-17), "o-", label=f"{impl} {sd} HV={hv}")
+        for (impl, fmt, sd), g in frame.groupby(["impl", "ring_format", "state_dtype"]):
+            g = g.groupby("cache_length")[col].max()
+            ax.plot(g.index, g.clip(lower=1e-17), "o-", label=f"{impl}, {fmt} rings, {sd}")
         for sd, g in frame.groupby("state_dtype"):
             ax.axhline(g.tolerance.max(), ls="--", lw=0.8, color="grey")
             ax.annotate(f"{sd} tolerance", (1, g.tolerance.max()), fontsize=7, color="grey", va="bottom")

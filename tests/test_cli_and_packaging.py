@@ -125,6 +125,12 @@ def _bench_csv(path: Path) -> Path:
         for L in (1, 4, 8, 16):
             rows.append(base | {"impl": "replayssm_helion", "cache_length": L, "cache_dtype": "bfloat16",
                                 "us_per_step": 100.0 - L, "frac_of_copy": 0.5 + L / 100})  # fmt: skip
+            rows.append(base | {"impl": "sglang_helion_replayssm", "cache_length": L, "cache_dtype": "bfloat16",
+                                "ring_format": "raw", "us_per_step": 110.0 - L, "frac_of_copy": 0.5})  # fmt: skip
+            if batch == 256 and sd == "float32" and L > 1:  # a faster format at one point
+                rows.append(base | {"impl": "replayssm_helion", "cache_length": L, "cache_dtype": "bfloat16",
+                                    "ring_format": "predecayed", "us_per_step": 90.0 - 2 * L,
+                                    "frac_of_copy": 0.7})  # fmt: skip
     path.parent.mkdir(parents=True)
     pd.DataFrame(rows).reindex(columns=CSV_COLUMNS).to_csv(path, index=False)
     (path.parent / "env.json").write_text(json.dumps({"gpu": "Test GPU", "git_sha": "abcdef0", "utc_time": "x"}))
@@ -137,12 +143,16 @@ def test_plots_and_tables_from_a_sweep(tmp_path):
     csv = _bench_csv(tmp_path / "test_gpu" / "bench" / "decode_throughput.csv")
     df = plots.load_bench(csv)
     assert plots.gpu_name(csv) == "Test GPU"
-    for fig in (plots.plot_speedup(df, "Test GPU", tmp_path / "s.png"), plots.plot_bandwidth(df, "Test GPU")):
-        assert "Test GPU" in fig._suptitle.get_text() and len(fig.axes) <= 3
+    figs = [plots.plot_speedup(df, "Test GPU", tmp_path / "s.png"), plots.plot_bandwidth(df, "Test GPU")]
+    for fig in [*figs, plots.plot_regime(df, "Test GPU")]:
+        assert "Test GPU" in fig._suptitle.get_text() and len(fig.axes) <= 4  # regime: 2 panels, 2 colour bars
     assert (tmp_path / "s.png").stat().st_size > 0
+    assert set(df[df.impl == "replayssm_helion"].ring_format) == {"raw", "predecayed"}  # empty -> raw
     table = plots.headline_markdown(df)
-    assert "| float32 | 16 | 84.0 | 100.0 | 120.0 | 1.19 | 1.43 | 66% |" in table  # best L >= 2 at batch 256
-    assert "| 8 | L=16, 1.19× | L=16, 1.19× |" in plots.batches_markdown(df)
+    # best (L, format) at batch 256; the peer at its own best L; the model limit of the row's format
+    assert "| float32 | L=16, predecayed | 58.0 | 100.0 | 120.0 | 1.72 | 2.07 | 94.0 (L=16) | – | 70% | 1.75 |" in table
+    assert "| bfloat16 | L=16, raw | 84.0 | 100.0 | 120.0 | 1.19 | 1.43 | 94.0 (L=16) | – | 66% | 1.51 |" in table
+    assert "| 8 | L=16, raw, 1.19× | L=16, raw, 1.19× |" in plots.batches_markdown(df)
     text = plots.replace_block("a\n<!-- results:begin -->\nold\n<!-- results:end -->\nb", "new")
     assert text == "a\n<!-- results:begin -->\nnew\n<!-- results:end -->\nb"
 

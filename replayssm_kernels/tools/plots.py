@@ -54,9 +54,8 @@ def load_bench(csv: Path) -> pd.DataFrame:
     df = pd.read_csv(csv, keep_default_na=False)
     if "precision" in df:  # sweeps before the redesign also timed a "precise" mode, now gone
         df = df[df.precision.isin(["fast", ""])]
-    if "ring_format" not in df:
-        df = df.assign(ring_format=["raw" if c != "" else "" for c in df.cache_dtype])
-    return df
+    fmt = df.ring_format if "ring_format" in df else pd.Series("", index=df.index)
+    return df.assign(ring_format=[f or ("raw" if c != "" else "") for f, c in zip(fmt, df.cache_dtype, strict=True)])
 
 
 def _headline_shape(df: pd.DataFrame) -> pd.DataFrame:
