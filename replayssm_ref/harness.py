@@ -218,7 +218,7 @@ def run_sequence(
 
     ``warm`` starts the rings nearly full: the float64 reference fills each row's ring up to a cursor
     in ``[L - 4, L - 2]`` first (rows staggered by padding), so a long ring wraps within a few steps.
-    ``ring_format`` (``replayssm_ref.formats``) is passed to ``replay_fn`` by name."""
+    ``ring_format`` (``replayssm_ref.formats``) is passed to ``replay_fn`` by name unless it is raw."""
     gen = torch.Generator().manual_seed(seed)
     hi = torch.float64
     cache_dtype = cache_dtype or state_dtype
@@ -239,6 +239,7 @@ def run_sequence(
         ring_format=ring_format,
     )  # fmt: skip
     res = SequenceResult(p, steps)
+    fmt_kw = {} if ring_format == "raw" else {"ring_format": ring_format}  # a seed-signature fn works as is
     slots_dev = slots.to(device=device, dtype=torch.int32)
 
     def token():
@@ -301,7 +302,7 @@ def run_sequence(
             shadow = _shadow_step(args, before, ring_format)
             replay_fn(
                 mixed, a, b, w.A_log, w.dt_bias, w.scale, S_test, *rings, out, idx, cache.write_pos, force,
-                use_qk_l2norm, lower_bound, ring_format=ring_format,
+                use_qk_l2norm, lower_bound, **fmt_kw,
             )  # fmt: skip
             natural = ((c == L - 1) & valid).cpu()
             forced = ((force != 0) & (c != L - 1) & valid).cpu()
