@@ -178,12 +178,16 @@ class SequenceResult:
 ReplayFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
+def _float64_copies(state_and_rings) -> list[torch.Tensor]:
+    """Float64 copies of a state and its rings for the reference, except a 16-bit gate ring (the last):
+    its dtype is part of the ring format, so it stays as it is."""
+    *head, g = state_and_rings
+    return [t.to(torch.float64, copy=True) for t in head] + [g.clone() if g.dtype.itemsize < 4 else g.double()]
+
+
 def _shadow_step(args: tuple, rings_and_state: tuple, ring_format: str) -> tuple:
-    """The float64 reference ReplaySSM step on upcast copies of the implementation's state and rings
-    (a 16-bit gate ring stays 16-bit: its dtype is part of the format)."""
-    S, d, k = (t.double() for t in rings_and_state[:3])
-    g = rings_and_state[3]
-    g = g.clone() if g.dtype.itemsize < 4 else g.double()
+    """The float64 reference ReplaySSM step on upcast copies of the implementation's state and rings."""
+    S, d, k, g = _float64_copies(rings_and_state)
     (mixed, a, b, A_log, dt_bias, scale, out, idx, wp, force, l2, lb) = args
     out64 = torch.empty_like(out, dtype=torch.float64)
     replayssm_decode_step(
@@ -251,10 +255,7 @@ def run_sequence(
     if warm and not standard and L > 2:
         # the float64 reference fills the rings (and advances the oracle alike); its entries are then
         # rounded to the cache dtype, which the oracle comparison allows for
-        S64 = S_test.to(hi)
-        rings64 = [t.to(hi) for t in (cache.d_cache, cache.k_cache)] + [cache.g_cache.clone()]
-        if cache.g_cache.dtype.itemsize >= 4:
-            rings64[2] = rings64[2].to(hi)
+        S64, *rings64 = _float64_copies((S_test, cache.d_cache, cache.k_cache, cache.g_cache))
         target = torch.randint(max(0, L - 4), L - 1, (p.batch,), generator=gen).to(device)
         while bool((cache.write_pos < target).any()):
             mixed, a, b, idx, _ = token()

@@ -70,18 +70,28 @@ def row_setup(ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b,
     return valid, slot, c, flush
 
 
-def walk_entry(S, w_alpha, d_cache, k_cache, g_cache, slot, kh, j, i, c, tile_b, tile_v, tile_fk, PREDECAYED):
+def flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED):
+    """The weight a flush that builds its own weights starts from, ``W_{c-1} alpha`` over ``tile_fk``:
+    the token's ``alpha`` (``W_{c-1} = 1``), or with ``PREDECAYED`` ``e^P alpha`` for every entry (the
+    keys carry the rest): ``decay_t``, launch 1's ``e^Gamma alpha`` over the same channels."""
+    if PREDECAYED:
+        return decay_t
+    a_t, dt_t, A_j = hl.load(a3, [row, j, tile_fk]), hl.load(dt2, [j, tile_fk]), hl.load(A_log, [j])
+    return torch.exp(gate(a_t, dt_t, A_j, lower_bound, BOUNDED))
+
+
+def walk_entry(S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk, PREDECAYED):
     """One ring position ``i`` of a flush that walks the ring newest first over one ``[BV, FK]`` tile:
     ``(S + d_i (W_i alpha kappa_i)^T, W_{i-1} alpha)``, the weights as running products of ``e^gamma``
-    (``w_alpha`` comes in as ``W_i alpha``). Positions ``>= c`` load nothing and add nothing. ``kh``
-    is the key ring's head. ``PREDECAYED``: keys carry their weights, ``w_alpha`` is ``e^P alpha`` for
-    every entry and no gate is read.
+    (``w_alpha`` comes in as ``W_i alpha``). Positions ``>= c`` load nothing and add nothing.
+    ``PREDECAYED``: keys per value head carry their weights, ``w_alpha`` is ``e^P alpha`` for every
+    entry and no gate is read.
 
     The loop over positions stays in each body (Helion traces device loops only in a kernel body):
     ``for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1)`` over chunks of ``CH`` positions
     (``hl.static_range``), ``i = L - 1 - tile_f.begin * CH - t``, starting at the chunk holding c - 1."""
     live_k = (hl.zeros([tile_b, tile_fk], dtype=torch.int32) + i) < c
-    kappa = hl.load(k_cache, [slot, kh, i, tile_fk], extra_mask=live_k).to(torch.float32)
+    kappa = hl.load(k_cache, [slot, j if PREDECAYED else h, i, tile_fk], extra_mask=live_k).to(torch.float32)
     live_v = (hl.zeros([tile_b, tile_v], dtype=torch.int32) + i) < c
     d = hl.load(d_cache, [slot, j, i, tile_v], extra_mask=live_v).to(torch.float32)
     S = S + d.unsqueeze(2) * (w_alpha * kappa).unsqueeze(1)
@@ -103,18 +113,16 @@ def handed_tile(S, w_ring, d_cache, row, slot, j, pos, live, cols, in_v, tile_fk
     return S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
 
 
-def own_tile(
-    S, newer, d_cache, k_cache, g_cache, slot, kh, j, pos, live, later, cols, in_v, tile_fk, alpha, PREDECAYED
-):
+def own_tile(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, cols, in_v, tile_fk, alpha, PREDECAYED):
     """One ``[FW, FK]`` ring tile of a flush that builds its own weights, newest tile first:
     ``(S + sum_i d_i (W_i alpha kappa_i)^T, newer + sum_i gamma_i)`` over the tile.
 
     The tile's ``W_i`` come from one reverse scan of gamma shifted by one position (the reference's
     suffix sums: no subtraction) plus ``newer``, the sum of gamma over the newer tiles; then one dot.
     ``later`` masks gamma shifted by one (``i + 1`` live and in this tile); the other masks are
-    ``handed_tile``'s; ``alpha`` is ``[1, FK]``; ``kh`` the key ring's head. ``PREDECAYED``: the
-    weights are the keys times ``alpha`` (then ``e^P alpha``), no gate is read."""
-    kappa = hl.load(k_cache, [slot, kh, pos, tile_fk], extra_mask=live[:, :, None])
+    ``handed_tile``'s; ``alpha`` is ``[1, FK]`` (``flush_weight``). ``PREDECAYED``: the weights are the
+    keys (per value head) times ``alpha``, no gate is read."""
+    kappa = hl.load(k_cache, [slot, j if PREDECAYED else h, pos, tile_fk], extra_mask=live[:, :, None])
     d_live = live[:, :, None] if in_v is None else live[:, :, None] & in_v[None, None, :]
     if PREDECAYED:
         d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import helion.language as hl
 import torch
 
-from .common import args_record, gate, l2_scale, row_setup, walk_entry
+from .common import args_record, flush_weight, l2_scale, row_setup, walk_entry
 
 
 def flush_body(
@@ -58,18 +58,16 @@ def flush_body(
             for tile_fk in hl.tile(K, block_size=FK):
                 S = initial_state[slot, j, tile_v, tile_fk].to(torch.float32)  # [1, BV, FK]
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale
-                S = S * decay[tile_b, j, tile_fk][:, None, :]  # S0 e^Gamma alpha
-                if PREDECAYED:
-                    w_alpha = decay[tile_b, j, tile_fk]  # e^P alpha for every entry
-                else:
-                    alpha_c = torch.exp(gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
-                    w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                decay_t = decay[tile_b, j, tile_fk]
+                S = S * decay_t[:, None, :]  # S0 e^Gamma alpha
+                start = flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED)
+                w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + start  # W_i alpha
                 for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):  # newest first (common.walk_entry)
                     for t in hl.static_range(CH):
                         i = L - 1 - tile_f.begin * CH - t
                         S, w_alpha = walk_entry(
-                            S, w_alpha, d_cache, k_cache, g_cache, slot, j if PREDECAYED else h, j, i, c,
-                            tile_b, tile_v, tile_fk, PREDECAYED,
+                            S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk,
+                            PREDECAYED,
                         )  # fmt: skip
                 S = S + u[None, :, None] * k_c[None, None, :]
                 initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import helion.language as hl
 import torch
 
-from .common import args_record, gate, handed_tile, l2_scale, own_tile
+from .common import args_record, flush_weight, handed_tile, l2_scale, own_tile
 
 # Every program holds the whole batch's flush flags (a [BB] tile and its cumsum); past this batch a
 # three-launch step uses the per-row flush launch.
@@ -114,17 +114,15 @@ def flush_rows_body(
             k_scale = l2_scale(k_full.sum(0), USE_L2NORM)
             for tile_fk in hl.tile(K, block_size=FK):
                 S = hl.load(initial_state, [slot, j, cols, tile_fk], extra_mask=in_v[None, :, None])
-                S = S.to(torch.float32) * decay[row, j, tile_fk][:, None, :]  # [1, BV, FK]: S0 e^Gamma alpha
+                decay_t = decay[row, j, tile_fk]  # [1, FK]
+                S = S.to(torch.float32) * decay_t[:, None, :]  # [1, BV, FK]: S0 e^Gamma alpha
                 if HAND_W:
                     for tile_w in hl.tile(0, NT, block_size=1):  # positions >= c load nothing
                         w_pos = tile_w.begin * FW + hl.arange(FW)
                         w_live = w_pos[None, :] < c[:, None]  # [1, FW]
                         S = handed_tile(S, w_ring, d_cache, row, slot, j, w_pos, w_live, cols, in_v, tile_fk)
                 else:
-                    if PREDECAYED:
-                        alpha_c = decay[row, j, tile_fk]  # e^P alpha for every entry
-                    else:
-                        alpha_c = torch.exp(gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED))
+                    alpha_c = flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED)
                     newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
                     for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first
                         start = (NT - 1 - tile_w.begin) * FW
@@ -132,8 +130,8 @@ def flush_rows_body(
                         live = ring[None, :] < c[:, None]  # [1, FW]
                         later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
                         S, newer = own_tile(
-                            S, newer, d_cache, k_cache, g_cache, slot, j if PREDECAYED else h, j, ring, live, later,
-                            cols, in_v, tile_fk, alpha_c, PREDECAYED,
+                            S, newer, d_cache, k_cache, g_cache, slot, h, j, ring, live, later, cols, in_v, tile_fk,
+                            alpha_c, PREDECAYED,
                         )  # fmt: skip
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
                 S = S + u[:, :, None] * k_c[:, None, :]

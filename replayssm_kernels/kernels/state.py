@@ -20,7 +20,7 @@ from __future__ import annotations
 import helion.language as hl
 import torch
 
-from .common import DOT_MIN, args_record, gate, handed_tile, l2_scale, row_setup, walk_entry
+from .common import DOT_MIN, args_record, flush_weight, handed_tile, l2_scale, row_setup, walk_entry
 
 RING_TILE = 16  # a ring of at most this many positions is loaded as one tile beside the checkpoint
 
@@ -133,25 +133,24 @@ def state_body(
                 for tile_fk in hl.tile(K, block_size=FK):
                     S = initial_state[slot, j, tile_v, tile_fk].to(torch.float32)  # [1, BV, FK]
                     k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale
-                    S = S * decay[tile_b, j, tile_fk][:, None, :]  # S0 e^Gamma alpha
+                    decay_t = decay[tile_b, j, tile_fk]
+                    S = S * decay_t[:, None, :]  # S0 e^Gamma alpha
                     if HAND_W:
                         for tile_w in hl.tile(0, NT, block_size=1):
                             w_pos = tile_w.begin * FW + hl.arange(FW)
                             w_live = w_pos[None, :] < c  # [1, FW]
                             S = handed_tile(S, w_ring, d_cache, tile_b, slot, j, w_pos, w_live, tile_v, None, tile_fk)
                     else:
-                        if PREDECAYED:
-                            w_alpha = decay[tile_b, j, tile_fk]  # e^P alpha for every entry
-                        else:
-                            g_c = gate(a3[row, j, tile_fk], dt2[j, tile_fk], A_log[j], lower_bound, BOUNDED)
-                            alpha_c = torch.exp(g_c)
-                            w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + alpha_c[None, :]  # W_i alpha
+                        start = flush_weight(
+                            decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED
+                        )  # fmt: skip
+                        w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + start  # W_i alpha
                         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):  # newest first (common.walk_entry)
                             for t in hl.static_range(CH):
                                 i = L - 1 - tile_f.begin * CH - t
                                 S, w_alpha = walk_entry(
-                                    S, w_alpha, d_cache, k_cache, g_cache, slot, j if PREDECAYED else h, j, i, c,
-                                    tile_b, tile_v, tile_fk, PREDECAYED,
+                                    S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v,
+                                    tile_fk, PREDECAYED,
                                 )  # fmt: skip
                     S = S + u[None, :, None] * k_c[None, None, :]
                     state_out[slot, j, tile_v, tile_fk] = S.to(state_out.dtype)
