@@ -75,4 +75,5 @@ _ = plot_ring_occupancy(trace, L, path=OUT / "ring_occupancy.png")
 # %%
 model = bytes_model_frame([1, 2, 4, 8, 16], ring_formats=["raw", "bf16_gate", "predecayed"])
 print(model.pivot_table(index="cache_length", columns=["state_dtype", "ring_format"], values="bytes_per_row"))
+model.to_csv(OUT / "bytes_model.csv", index=False)
 _ = plot_bytes_model(model, path=OUT / "bytes_model.png")
