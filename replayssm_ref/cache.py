@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .formats import ring_format as _ring_format
+from .gates import check_gate_name
 
 
 @dataclass
@@ -18,6 +19,7 @@ class ReplaySSMCache:
     k_cache    [slots, H,  L, K]   keys, one per q/k head, in ``cache_dtype`` (``predecayed``: [slots, HV, L, K])
     g_cache    [slots, HV, L, K]   per-channel log decays, float32 (float64 for a float64 cache;
                                    ``bf16_gate``: bfloat16; ``predecayed``: their prefix sums)
+                                   (``gate="gdn"``: [slots, HV, L], one per value head)
     write_pos  [batch] int32       committed entries per *row* (not per slot), starts at 0
 
     The checkpoint (``initial_state [slots, HV, V, K]``) stays with the caller, as in a standard decode.
@@ -28,6 +30,7 @@ class ReplaySSMCache:
     g_cache: torch.Tensor
     write_pos: torch.Tensor
     ring_format: str = "raw"
+    gate: str = "kda"  # replayssm_ref.gates
 
     @classmethod
     def allocate(
@@ -44,9 +47,14 @@ class ReplaySSMCache:
         device: torch.device | str = "cpu",
         fill: float = float("nan"),
         ring_format: str = "raw",
+        gate: str = "kda",
     ) -> ReplaySSMCache:
-        """Allocate rings filled with ``fill`` (NaN by default: stale entries must never be read)."""
+        """Allocate rings filled with ``fill`` (NaN by default: stale entries must never be read), for
+        the ``gate`` of ``replayssm_ref.gates`` (Gated DeltaNet: ``"gdn"``, raw format only)."""
         fmt = _ring_format(ring_format)
+        check_gate_name(gate)
+        if gate == "gdn" and fmt.name != "raw":
+            raise ValueError(f"`ring_format` must be 'raw' for Gated DeltaNet; got {fmt.name!r}")
         if num_v_heads % num_q_heads:
             raise ValueError(f"num_v_heads ({num_v_heads}) must be a multiple of num_q_heads ({num_q_heads})")
         if cache_length < 1:
@@ -54,14 +62,16 @@ class ReplaySSMCache:
         g_dtype = fmt.gate_dtype or (torch.float64 if cache_dtype is torch.float64 else torch.float32)
 
         def ring(heads, dim, dtype):
-            return torch.full((num_slots, heads, cache_length, dim), fill, dtype=dtype, device=device)
+            shape = (num_slots, heads, cache_length) + ((dim,) if dim else ())
+            return torch.full(shape, fill, dtype=dtype, device=device)
 
         return cls(
             d_cache=ring(num_v_heads, value_dim, cache_dtype),
             k_cache=ring(fmt.key_heads(num_q_heads, num_v_heads), key_dim, cache_dtype),
-            g_cache=ring(num_v_heads, key_dim, g_dtype),
+            g_cache=ring(num_v_heads, key_dim if gate == "kda" else 0, g_dtype),
             write_pos=torch.zeros(batch, dtype=torch.int32, device=device),
             ring_format=fmt.name,
+            gate=gate,
         )
 
     @property

@@ -1,10 +1,35 @@
-"""KDA per-channel log decay ``g`` (``alpha = exp(g)``), softplus or bounded gate."""
+"""The log decay ``g`` of a token (``alpha = exp(g)``): KDA's per key channel, GDN's per value head.
+
+Two gates share every other piece of the decode (the delta rule, the rings, the flush):
+
+``kda`` (Kimi Delta Attention)
+    ``a [B, HV*K]``, ``dt_bias [HV*K]``: one log decay per value head *and key channel*, softplus or
+    bounded (``lower_bound``); ``g_cache [slots, HV, L, K]``.
+``gdn`` (Gated DeltaNet)
+    ``a [B, HV]``, ``dt_bias [HV]``: one log decay per value head, ``g = -exp(A_log) softplus(a +
+    dt_bias)``; ``g_cache [slots, HV, L]``.
+
+Internally a GDN gate is KDA's with one channel: ``g [B, HV, 1]`` broadcasts over K wherever KDA's
+``[B, HV, K]`` is used, so the reference has one delta rule and one replay for both.
+"""
 
 from __future__ import annotations
 
 import torch
 
 SOFTPLUS_THRESHOLD = 20.0
+GATES = ("kda", "gdn")
+
+
+def check_gate_name(gate: str) -> None:
+    if gate not in GATES:
+        raise ValueError(f"`gate` must be one of {GATES} (KDA: per key channel; GDN: per value head); got {gate!r}")
+
+
+def gate_channels(gate: str, key_dim: int) -> int:
+    """Log decays per value head and token: K for KDA, 1 for GDN."""
+    check_gate_name(gate)
+    return key_dim if gate == "kda" else 1
 
 
 def compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
@@ -33,6 +58,7 @@ def kda_log_decay(
     With ``x = a + dt_bias`` and ``A = exp(A_log)`` per value head:
     softplus gate (``lower_bound is None``): ``g = -A * softplus(x)``;
     bounded gate (any float, 0.0 included):  ``g = lower_bound * sigmoid(A * x)``.
+    (Given GDN's ``a [B, HV]`` and ``dt_bias [HV]`` it returns GDN's gate as ``[B, HV, 1]``.)
     """
     cd = compute_dtype(a, dt_bias, A_log)
     num_v_heads = A_log.numel()
@@ -41,3 +67,9 @@ def kda_log_decay(
     if lower_bound is None:
         return -A * softplus(x)
     return float(lower_bound) * torch.sigmoid(A * x)
+
+
+def gdn_log_decay(a: torch.Tensor, dt_bias: torch.Tensor, A_log: torch.Tensor) -> torch.Tensor:
+    """GDN's per-head log decay ``g [B, HV] = -exp(A_log) softplus(a + dt_bias)``; ``a [B, HV]``,
+    ``dt_bias [HV]``, ``A_log [HV]``."""
+    return kda_log_decay(a.reshape(a.shape[0], -1), dt_bias.reshape(-1), A_log)[..., 0]

@@ -23,8 +23,15 @@ from dataclasses import dataclass, field
 import torch
 
 from .cache import ReplaySSMCache
-from .recurrence import recurrent_decode_step
-from .replay import advance_write_pos, materialize_state, replayssm_decode_step
+from .gates import gate_channels
+from .recurrence import gdn_recurrent_decode_step, recurrent_decode_step
+from .replay import (
+    _gate_ring4,
+    advance_write_pos,
+    gdn_replayssm_decode_step,
+    materialize_state,
+    replayssm_decode_step,
+)
 
 SENTINEL = 1e30  # fills state slots no row uses; they must come back bit-identical
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -102,18 +109,20 @@ class Weights:
     scale: float
 
 
-def random_weights(p: Problem, gen: torch.Generator, device, dtype=torch.float32) -> Weights:
+def random_weights(p: Problem, gen: torch.Generator, device, dtype=torch.float32, *, gate: str = "kda") -> Weights:
+    """``A_log [HV]``, ``dt_bias [HV*K]`` (GDN: ``[HV]``) and the usual ``scale``."""
     A_log = torch.log(torch.empty(p.num_v_heads, dtype=torch.float64).uniform_(0.5, 8.0, generator=gen))
-    dt_bias = torch.randn(p.num_v_heads * p.key_dim, dtype=torch.float64, generator=gen) * 0.5
+    dt_bias = torch.randn(p.num_v_heads * gate_channels(gate, p.key_dim), dtype=torch.float64, generator=gen) * 0.5
     return Weights(A_log.to(device, dtype), dt_bias.to(device, dtype), p.key_dim**-0.5)
 
 
-def random_token(p: Problem, gen: torch.Generator, device, dtype, *, qk_scale: float = 1.0):
-    """(mixed_qkv, a, b) for one step, drawn fresh. ``qk_scale`` shrinks q/k when l2norm is off."""
+def random_token(p: Problem, gen: torch.Generator, device, dtype, *, qk_scale: float = 1.0, gate: str = "kda"):
+    """(mixed_qkv, a, b) for one step, drawn fresh (``a [B, HV*K]``, GDN: ``[B, HV]``). ``qk_scale``
+    shrinks q/k when l2norm is off."""
     qk = p.num_q_heads * p.key_dim
     mixed = torch.randn(p.batch, p.qkv_width, dtype=torch.float64, generator=gen)
     mixed[:, : 2 * qk] *= qk_scale
-    a = torch.randn(p.batch, p.num_v_heads * p.key_dim, dtype=torch.float64, generator=gen)
+    a = torch.randn(p.batch, p.num_v_heads * gate_channels(gate, p.key_dim), dtype=torch.float64, generator=gen)
     b = torch.randn(p.batch, p.num_v_heads, dtype=torch.float64, generator=gen)
     return mixed.to(device, dtype), a.to(device, dtype), b.to(device, dtype)
 
@@ -134,7 +143,7 @@ def poison_stale(cache: ReplaySSMCache, slots: torch.Tensor) -> None:
     stale = torch.ones(cache.d_cache.shape[0], L, dtype=torch.bool, device=cache.d_cache.device)
     pos = torch.arange(L, device=stale.device)
     stale[slots.long()] = pos[None, :] >= cache.write_pos.long()[:, None]
-    for ring in (cache.d_cache, cache.k_cache, cache.g_cache):
+    for ring in (cache.d_cache, cache.k_cache, _gate_ring4(cache.g_cache)):
         ring.masked_fill_(stale[:, None, :, None], float("nan"))
 
 
@@ -185,14 +194,27 @@ def _float64_copies(state_and_rings) -> list[torch.Tensor]:
     return [t.to(torch.float64, copy=True) for t in head] + [g.clone() if g.dtype.itemsize < 4 else g.double()]
 
 
-def _shadow_step(args: tuple, rings_and_state: tuple, ring_format: str) -> tuple:
+def reference_steps(gate: str) -> tuple[Callable, Callable]:
+    """(standard step, ReplaySSM step) of the reference for ``gate``."""
+    if gate == "gdn":
+        return gdn_recurrent_decode_step, gdn_replayssm_decode_step
+    return recurrent_decode_step, replayssm_decode_step
+
+
+def gate_args(use_qk_l2norm: bool, lower_bound: float | None, gate: str) -> tuple:
+    """The positional tail of a decode call: ``(l2norm, lower_bound)``, GDN's ``(l2norm,)``."""
+    return (use_qk_l2norm,) if gate == "gdn" else (use_qk_l2norm, lower_bound)
+
+
+def _shadow_step(args: tuple, rings_and_state: tuple, ring_format: str, gate: str) -> tuple:
     """The float64 reference ReplaySSM step on upcast copies of the implementation's state and rings."""
     S, d, k, g = _float64_copies(rings_and_state)
-    (mixed, a, b, A_log, dt_bias, scale, out, idx, wp, force, l2, lb) = args
+    (mixed, a, b, A_log, dt_bias, scale, out, idx, wp, force, *tail) = args
     out64 = torch.empty_like(out, dtype=torch.float64)
-    replayssm_decode_step(
+    fmt_kw = {} if gate == "gdn" else {"ring_format": ring_format}
+    reference_steps(gate)[1](
         mixed.double(), a.double(), b.double(), A_log.double(), dt_bias.double(), scale, S, d, k, g, out64, idx,
-        wp, force, l2, lb, ring_format=ring_format,
+        wp, force, *tail, **fmt_kw,
     )  # fmt: skip
     return S, d, k, g
 
@@ -202,7 +224,7 @@ def run_sequence(
     *,
     steps: int,
     seed: int = 0,
-    replay_fn: ReplayFn = replayssm_decode_step,
+    replay_fn: ReplayFn | None = None,
     standard: bool = False,
     state_dtype: torch.dtype = torch.float64,
     cache_dtype: torch.dtype | None = None,
@@ -216,13 +238,21 @@ def run_sequence(
     check_materialized: bool = False,
     warm: bool = False,
     ring_format: str = "raw",
+    gate: str = "kda",
 ) -> SequenceResult:
     """Step ``replay_fn`` (or, with ``standard=True``, a standard-decode function) beside the float64
     oracle for ``steps`` tokens, with random forced flushes and padded rows.
 
     ``warm`` starts the rings nearly full: the float64 reference fills each row's ring up to a cursor
     in ``[L - 4, L - 2]`` first (rows staggered by padding), so a long ring wraps within a few steps.
-    ``ring_format`` (``replayssm_ref.formats``) is passed to ``replay_fn`` by name unless it is raw."""
+    ``ring_format`` (``replayssm_ref.formats``) is passed to ``replay_fn`` by name unless it is raw.
+    ``gate="gdn"`` runs Gated DeltaNet: GDN's gate inputs and rings, the GDN oracle, and ``replay_fn``
+    called without ``lower_bound`` (the ``gdn_*`` signatures)."""
+    if gate == "gdn" and lower_bound is not None:
+        raise ValueError("Gated DeltaNet has no bounded gate: pass lower_bound=None with gate='gdn'")
+    oracle_step, reference_replay = reference_steps(gate)
+    replay_fn = replay_fn or reference_replay
+    tail = gate_args(use_qk_l2norm, lower_bound, gate)
     gen = torch.Generator().manual_seed(seed)
     hi = torch.float64
     cache_dtype = cache_dtype or state_dtype
@@ -234,20 +264,20 @@ def run_sequence(
         p_force = min(0.15, 0.5 / L)
 
     slots = torch.randperm(p.num_slots, generator=gen)[: p.batch]
-    w = random_weights(p, gen, device, input_dtype)
+    w = random_weights(p, gen, device, input_dtype, gate=gate)
     S_test = random_state(p, torch.Generator().manual_seed(seed + 1), slots, device, state_dtype)
     S_ref = S_test.to(hi, copy=True)  # the oracle starts from the same (rounded) state
     cache = ReplaySSMCache.allocate(
         num_slots=p.num_slots, batch=p.batch, num_q_heads=p.num_q_heads, num_v_heads=p.num_v_heads,
         key_dim=p.key_dim, value_dim=p.value_dim, cache_length=L, cache_dtype=cache_dtype, device=device,
-        ring_format=ring_format,
+        ring_format=ring_format, gate=gate,
     )  # fmt: skip
     res = SequenceResult(p, steps)
     fmt_kw = {} if ring_format == "raw" else {"ring_format": ring_format}  # a seed-signature fn works as is
     slots_dev = slots.to(device=device, dtype=torch.int32)
 
     def token():
-        mixed, a, b = random_token(p, gen, device, input_dtype, qk_scale=qk_scale)
+        mixed, a, b = random_token(p, gen, device, input_dtype, qk_scale=qk_scale, gate=gate)
         pad = torch.rand(p.batch, generator=gen) < p_pad
         idx = torch.where(pad, torch.full_like(slots, -1), slots).to(device=device, dtype=torch.int32)
         return mixed, a, b, idx, pad
@@ -262,11 +292,8 @@ def run_sequence(
             idx = torch.where(cache.write_pos < target, idx, torch.full_like(idx, -1))
             args = (mixed.to(hi), a.to(hi), b.to(hi), w.A_log.to(hi), w.dt_bias.to(hi), w.scale)
             out64 = torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, dtype=hi, device=device)
-            recurrent_decode_step(*args, S_ref, out64.clone(), idx, use_qk_l2norm, lower_bound)
-            replayssm_decode_step(
-                *args, S64, *rings64, out64, idx, cache.write_pos, None, use_qk_l2norm, lower_bound,
-                ring_format=ring_format,
-            )  # fmt: skip
+            oracle_step(*args, S_ref, out64.clone(), idx, *tail)
+            reference_replay(*args, S64, *rings64, out64, idx, cache.write_pos, None, *tail, **fmt_kw)
             advance_write_pos(cache.write_pos, L, None, idx)
         S_test.copy_(S64.to(state_dtype))
         for ring, r64 in zip((cache.d_cache, cache.k_cache, cache.g_cache), rings64, strict=True):
@@ -278,16 +305,15 @@ def run_sequence(
         force *= torch.randint(1, 3, (p.batch,), generator=gen).to(device, torch.int32)  # any nonzero forces
 
         out_ref = torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, dtype=hi, device=device)
-        recurrent_decode_step(
-            mixed.to(hi), a.to(hi), b.to(hi), w.A_log.to(hi), w.dt_bias.to(hi), w.scale, S_ref, out_ref, idx,
-            use_qk_l2norm, lower_bound,
+        oracle_step(
+            mixed.to(hi), a.to(hi), b.to(hi), w.A_log.to(hi), w.dt_bias.to(hi), w.scale, S_ref, out_ref, idx, *tail
         )  # fmt: skip
 
         out = torch.full_like(out_ref, float("nan"), dtype=out_dtype)  # poisoned: every element is written
         valid = idx >= 0
         if standard:
             before = S_test.clone()
-            replay_fn(mixed, a, b, w.A_log, w.dt_bias, w.scale, S_test, out, idx, use_qk_l2norm, lower_bound)
+            replay_fn(mixed, a, b, w.A_log, w.dt_bias, w.scale, S_test, out, idx, *tail)
             flush_rows = valid.cpu()
             untouched = torch.ones(p.num_slots, dtype=torch.bool, device=device)
             untouched[idx[valid].long()] = False
@@ -299,11 +325,11 @@ def run_sequence(
             c = cache.write_pos.clone()
             rings = (cache.d_cache, cache.k_cache, cache.g_cache)
             before = [t.clone() for t in (S_test, *rings)]
-            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, out, idx, c, force, use_qk_l2norm, lower_bound)
-            shadow = _shadow_step(args, before, ring_format)
+            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, out, idx, c, force, *tail)
+            shadow = _shadow_step(args, before, ring_format, gate)
             replay_fn(
-                mixed, a, b, w.A_log, w.dt_bias, w.scale, S_test, *rings, out, idx, cache.write_pos, force,
-                use_qk_l2norm, lower_bound, **fmt_kw,
+                mixed, a, b, w.A_log, w.dt_bias, w.scale, S_test, *rings, out, idx, cache.write_pos, force, *tail,
+                **fmt_kw,
             )  # fmt: skip
             natural = ((c == L - 1) & valid).cpu()
             forced = ((force != 0) & (c != L - 1) & valid).cpu()
@@ -335,9 +361,9 @@ def run_sequence(
 
 def _check_writes(res, p, slots, idx, c, flush, before, after, shadow) -> None:
     """Compare what a ReplaySSM step wrote with the float64 shadow step, and everything else bitwise."""
-    S_b, d_b, k_b, g_b = before
-    S_a, d_a, k_a, g_a = after
-    S_s, d_s, k_s, g_s = shadow
+    S_b, d_b, k_b, g_b = (*before[:3], _gate_ring4(before[3]))  # GDN's gate ring as [slots, HV, L, 1]
+    S_a, d_a, k_a, g_a = (*after[:3], _gate_ring4(after[3]))
+    d_s, k_s, g_s = (*shadow[1:3], _gate_ring4(shadow[3]))
     valid = idx >= 0
     L = p.cache_length
     # expected writes: flush rows' checkpoints; non-flush rows' ring position c

@@ -1,4 +1,4 @@
-"""Standard KDA decode: read the state, decay it, apply the delta rule, write it back."""
+"""Standard decode (KDA and GDN): read the state, decay it, apply the delta rule, write it back."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class Token:
     q, k  [B, HV, K]   expanded from the H q/k heads to the HV value heads (q pre-scaled)
     k_qk  [B, H, K]    k per q/k head (what ReplaySSM stores in its k ring)
     v     [B, HV, V]
-    g     [B, HV, K]   log decay;  alpha = exp(g)
+    g     [B, HV, K]   log decay;  alpha = exp(g)  (GDN: [B, HV, 1], broadcast over K)
     beta  [B, HV]
     """
 
@@ -92,9 +92,42 @@ def recurrent_decode_step(
 
     Padding rows (negative index) get ``out = 0`` and touch no state. Returns ``(out, initial_state)``.
     """
+    return _standard_step(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
+        lower_bound, gate="kda", check_values=check_values,
+    )  # fmt: skip
+
+
+def gdn_recurrent_decode_step(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Standard Gated DeltaNet decode: :func:`recurrent_decode_step` with one log decay per value head,
+    ``g = -exp(A_log) softplus(a + dt_bias)`` from ``a [B, HV]`` and ``dt_bias [HV]``."""
+    return _standard_step(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
+        None, gate="gdn", check_values=check_values,
+    )  # fmt: skip
+
+
+def _standard_step(
+    mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
+    lower_bound, *, gate, check_values,
+):  # fmt: skip
     shapes = validate_decode_inputs(
-        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
-    )
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, gate=gate,
+        check_values=check_values,
+    )  # fmt: skip
 
     cd = compute_dtype(mixed_qkv, initial_state)
     tok = prepare_token(mixed_qkv, b, A_log, scale, shapes, cd, use_qk_l2norm_in_kernel, lower_bound)

@@ -11,6 +11,9 @@ Entries at ``i >= c`` are stale and never read (they may hold anything, NaN incl
 formats (``replayssm_ref.formats``) store the same history differently: ``predecayed`` keeps
 ``kappa~_i = kappa_i exp(-P_i)`` and the prefix sums ``P_i`` of gamma, so that
 ``S_rec = (S0 + sum_{i<c} d_i kappa~_i^T) diag(exp(P_{c-1}))``.
+
+Gated DeltaNet (``gdn_replayssm_decode_step``) is the same with one log decay per value head:
+``g_cache [slots, HV, L]`` is read as ``[slots, HV, L, 1]`` and every gate broadcasts over K.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ def _reconstruct_predecayed(S0, d, kappa, prefix, c, live):
     last = (c - 1).clamp(min=0)[:, None, None, None].expand(-1, prefix.shape[1], 1, prefix.shape[3])
     total = torch.where(c[:, None, None, None] > 0, prefix.gather(2, last), zero)  # P_{c-1}, [R, HV, 1, K]
     return (S0 + torch.einsum("rhlv,rhlk->rhvk", d, kappa)) * torch.exp(total)
+
+
+def _gate_ring4(g_cache: torch.Tensor) -> torch.Tensor:
+    """The gate ring as ``[slots, HV, L, G]``: GDN's ``[slots, HV, L]`` as a view with G = 1."""
+    return g_cache.unsqueeze(-1) if g_cache.ndim == 3 else g_cache
 
 
 def _gather_rings(initial_state, d_cache, k_cache, g_cache, slots, hpq, cd):
@@ -101,7 +109,8 @@ def replayssm_decode_step(
     ring_format: str = "raw",
     check_values: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One ReplaySSM decode step (KDA). Mutates ``out``, the rings and, on flush rows, the checkpoint.
+    """One ReplaySSM decode step (KDA; :func:`gdn_replayssm_decode_step` for Gated DeltaNet). Mutates
+    ``out``, the rings and, on flush rows, the checkpoint.
 
     Per non-padding row with slot ``s`` and cursor ``c = write_pos[row]``:
       * rebuild ``S_rec`` from ``initial_state[s]`` and ring entries ``i < c``; write ``out``;
@@ -114,12 +123,53 @@ def replayssm_decode_step(
     Padding rows (negative index) get ``out = 0`` and touch nothing. ``write_pos`` is never written:
     the caller advances it, see :func:`advance_write_pos`. Returns ``(out, initial_state)``.
     """
+    return _replay_step(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
+        ssm_state_indices, write_pos, force_flush, use_qk_l2norm_in_kernel, lower_bound,
+        gate="kda", ring_format=ring_format, check_values=check_values,
+    )  # fmt: skip
+
+
+def gdn_replayssm_decode_step(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    d_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+    force_flush: torch.Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One ReplaySSM decode step of Gated DeltaNet: :func:`replayssm_decode_step` with one log decay
+    per value head (``a [B, HV]``, ``dt_bias [HV]``, ``g_cache [slots, HV, L]`` float32, the softplus
+    gate ``g = -exp(A_log) softplus(a + dt_bias)``), the raw ring format."""
+    return _replay_step(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
+        ssm_state_indices, write_pos, force_flush, use_qk_l2norm_in_kernel, None,
+        gate="gdn", ring_format="raw", check_values=check_values,
+    )  # fmt: skip
+
+
+def _replay_step(
+    mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out, ssm_state_indices,
+    write_pos, force_flush, use_qk_l2norm_in_kernel, lower_bound, *, gate, ring_format, check_values,
+):  # fmt: skip
     shapes = validate_replayssm_inputs(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
         out, ssm_state_indices, write_pos, force_flush, ring_format=ring_format, lower_bound=lower_bound,
-        check_values=check_values,
+        gate=gate, check_values=check_values,
     )  # fmt: skip
     fmt = _ring_format(ring_format)
+    g_cache = _gate_ring4(g_cache)
     L = shapes.cache_length
 
     cd = compute_dtype(mixed_qkv, initial_state)
@@ -170,8 +220,10 @@ def materialize_state(
     """The true pre-token state ``[B, HV, V, K]`` of each row (checkpoint advanced by its ring).
 
     For debugging and notebooks: float64 when the state is float64, float32 otherwise; padding rows
-    are zero. Reads only; nothing is written.
+    are zero. Either gate: a 3-D ``g_cache [slots, HV, L]`` is Gated DeltaNet's. Reads only; nothing
+    is written.
     """
+    g_cache = _gate_ring4(g_cache)
     cd = compute_dtype(initial_state)
     B = ssm_state_indices.shape[0]
     _, HV, V, K = initial_state.shape

@@ -1,9 +1,10 @@
 """Memory-traffic model of one decode step (section 6 of the semantics doc), in bytes.
 
-Per row and value head, with state element size ``s_S``, ring element sizes ``s_d``/``s_k``/``s_g``
-and ``hpq = HV / H`` value heads sharing one key ring (``replayssm_ref.formats`` for the formats):
+Per row and value head, with state element size ``s_S``, ring element sizes ``s_d``/``s_k``/``s_g``,
+``hpq = HV / H`` value heads sharing one key ring (``replayssm_ref.formats`` for the formats) and
+``G`` log decays per entry (K for KDA, 1 for GDN: ``replayssm_ref.gates``):
 
-    raw, bf16_gate   an entry read or written: E = V*s_d + K*s_g + K*s_k/hpq
+    raw, bf16_gate   an entry read or written: E = V*s_d + G*s_g + K*s_k/hpq
     predecayed       an entry read: E_r = V*s_d + K*s_k (keys per value head, no gate);
                      written: E_r + 4*K (the prefix sum P_c); plus one gate entry read (4*K) when c > 0
     standard         2*V*K*s_S                             (read + write the state)
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .formats import ring_format as _ring_format
+from .gates import gate_channels
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,11 @@ class TrafficShape:
     input_bytes: int = 2  # mixed_qkv, a, b
     out_bytes: int = 2
     ring_format: str = "raw"
+    gate: str = "kda"  # "gdn": one log decay per value head
+
+    @property
+    def gate_channels(self) -> int:
+        return gate_channels(self.gate, self.key_dim)
 
     @property
     def heads_per_q(self) -> int:
@@ -52,14 +59,14 @@ class TrafficShape:
         """One live ring entry a step reads, per value head (a shared key counts 1/hpq)."""
         fmt = _ring_format(self.ring_format)
         key = self.key_dim * self.k_bytes / (1 if fmt.keys_per_value_head else self.heads_per_q)
-        gate = 0 if fmt.prefix_gate else self.key_dim * self.gate_bytes
+        gate = 0 if fmt.prefix_gate else self.gate_channels * self.gate_bytes
         return self.value_dim * self.d_bytes + key + gate
 
     @property
     def entry_write_bytes(self) -> float:
         """The entry a non-flush step appends, per value head."""
         fmt = _ring_format(self.ring_format)
-        return self.entry_read_bytes + (self.key_dim * self.gate_bytes if fmt.prefix_gate else 0)
+        return self.entry_read_bytes + (self.gate_channels * self.gate_bytes if fmt.prefix_gate else 0)
 
     @property
     def entry_bytes(self) -> float:
@@ -69,13 +76,13 @@ class TrafficShape:
     def gate_read_bytes(self, cursor: int) -> float:
         """The prefix format's one gate entry (``P_{c-1}``), read when the ring is not empty."""
         fmt = _ring_format(self.ring_format)
-        return self.key_dim * self.gate_bytes if fmt.prefix_gate and cursor > 0 else 0
+        return self.gate_channels * self.gate_bytes if fmt.prefix_gate and cursor > 0 else 0
 
 
 def io_bytes(t: TrafficShape) -> float:
     """Inputs and outputs of one row (the same for every implementation)."""
     qkv = 2 * t.num_q_heads * t.key_dim + t.num_v_heads * t.value_dim
-    gates = t.num_v_heads * t.key_dim + t.num_v_heads
+    gates = t.num_v_heads * t.gate_channels + t.num_v_heads
     return (qkv + gates) * t.input_bytes + t.num_v_heads * t.value_dim * t.out_bytes
 
 

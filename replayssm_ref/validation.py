@@ -3,16 +3,17 @@
 Layouts (``B`` rows, ``H`` q/k heads, ``HV`` value heads, ``K`` key dim, ``V`` value dim, ``L`` ring length):
 
     mixed_qkv          [B, 2*H*K + HV*V]     q | k | v packed along the last dim (stride 1)
-    a                  [B, HV*K] or [B, HV, K]  raw gate logits, contiguous
+    a                  [B, HV*K] or [B, HV, K]  raw gate logits, contiguous (GDN: [B, HV])
     b                  [B, HV]               raw beta logits
     A_log              [HV]
-    dt_bias            [HV*K] or [HV, K]     contiguous
+    dt_bias            [HV*K] or [HV, K]     contiguous (GDN: [HV])
     initial_state      [slots, HV, V, K]     V-major state / checkpoint, last stride 1
     d_cache            [slots, HV, L, V]     ring of deltas u
     k_cache            [slots, H,  L, K]     ring of (normalised) keys, one per q/k head
                                              (``predecayed`` format: [slots, HV, L, K])
     g_cache            [slots, HV, L, K]     ring of per-channel log decays, float32
-                                             (``bf16_gate``: bfloat16; ``predecayed``: prefix sums)
+                                             (``bf16_gate``: bfloat16; ``predecayed``: prefix sums;
+                                             GDN: [slots, HV, L], one per value head)
     out                [B, 1, HV, V]         contiguous
     ssm_state_indices  [B] integer           slot per row, negative = padding
     write_pos          [B] int32             per-row ring cursor
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from .formats import ring_format as _ring_format
+from .gates import check_gate_name, gate_channels
 
 __all__ = [
     "DecodeShapes",
@@ -52,10 +54,15 @@ class DecodeShapes:
     num_v_heads: int
     key_dim: int
     value_dim: int
-    a: torch.Tensor  # [B, HV*K]
-    dt_bias: torch.Tensor  # [HV*K]
+    a: torch.Tensor  # [B, HV*G], G = K (KDA) or 1 (GDN)
+    dt_bias: torch.Tensor  # [HV*G]
     cache_length: int = 0  # 0 for the standard decode
     ring_format: str = "raw"
+    gate: str = "kda"  # replayssm_ref.gates
+
+    @property
+    def gate_channels(self) -> int:
+        return gate_channels(self.gate, self.key_dim)
 
     @property
     def heads_per_q(self) -> int:
@@ -88,21 +95,24 @@ def validate_decode_inputs(
     out: torch.Tensor,
     ssm_state_indices: torch.Tensor,
     *,
+    gate: str = "kda",
     check_values: bool | None = False,
 ) -> DecodeShapes:
     """Check the inputs shared by the standard decode and the ReplaySSM step; return the sizes.
 
-    ``check_values`` adds :func:`check_runtime_values` (``None``: only on the CPU, see the module doc).
+    ``gate`` (``replayssm_ref.gates``) sizes ``a`` and ``dt_bias``: per key channel (KDA) or per value
+    head (GDN). ``check_values`` adds :func:`check_runtime_values` (``None``: only on the CPU, see the
+    module doc).
     """
-    # Gate logits and bias may come per head ([B, HV, K], [HV, K]); they are flattened views below.
+    check_gate_name(gate)
+    # Gate logits and bias may come per head ([B, HV, K], [HV, K]); they are flattened views below
+    # (GDN's exact [B, HV] and [HV] are checked with the sizes).
     if a.ndim not in (2, 3) or not a.is_contiguous():
-        _fail("a", "be a contiguous [B, HV*K] or [B, HV, K] tensor", f"shape {_shape(a)}, strides {a.stride()}")
+        want = "[B, HV]" if gate == "gdn" else "[B, HV*K] or [B, HV, K]"
+        _fail("a", f"be a contiguous {want} tensor", f"shape {_shape(a)}, strides {a.stride()}")
     if dt_bias.ndim not in (1, 2) or not dt_bias.is_contiguous():
-        _fail(
-            "dt_bias",
-            "be a contiguous [HV*K] or [HV, K] tensor",
-            f"shape {_shape(dt_bias)}, strides {dt_bias.stride()}",
-        )
+        want = "[HV]" if gate == "gdn" else "[HV*K] or [HV, K]"
+        _fail("dt_bias", f"be a contiguous {want} tensor", f"shape {_shape(dt_bias)}, strides {dt_bias.stride()}")
     a2 = a.reshape(a.shape[0], -1) if a.ndim == 3 else a
     dt1 = dt_bias.reshape(-1)
 
@@ -157,7 +167,9 @@ def validate_decode_inputs(
 
     hv_k = num_v_heads * key_dim
     k_first = a2.shape[1] == dt1.numel() == num_v_heads * value_dim != hv_k  # both gate inputs sized by dim 2
-    if k_first:
+    if gate == "gdn":
+        _check_gdn_gate(a, a2, dt_bias, dt1, num_v_heads, key_dim)
+    elif k_first:
         _fail(
             "initial_state",
             "be V-major [slots, HV, V, K] (S[v, k])",
@@ -165,17 +177,21 @@ def validate_decode_inputs(
             "logits per row",
             "FLA keeps states K-first; pass state.transpose(-1, -2).contiguous() (or FLA's state_v_first layout)",
         )
-    if a2.shape[1] != hv_k:
+    if gate == "kda" and a2.shape[1] != hv_k:
         hint = None
         if a2.shape[1] == num_v_heads * value_dim:
             hint = "a was sized with value_dim, but the gate is per key channel"
+        elif a2.shape[1] == num_v_heads:
+            hint = "one logit per value head is Gated DeltaNet's gate: use the gdn_* functions"
         _fail("a", f"have HV*K = {num_v_heads}*{key_dim} = {hv_k} gate logits per row", f"shape {_shape(a)}", hint)
     if b.shape[1] != num_v_heads:
         _fail("b", f"have shape [B, HV] = [{batch}, {num_v_heads}]", f"shape {_shape(b)}")
     if A_log.numel() != num_v_heads:
         _fail("A_log", f"have HV = {num_v_heads} elements", f"shape {_shape(A_log)}")
-    if dt1.numel() != hv_k:
+    if gate == "kda" and dt1.numel() != hv_k:
         hint = "sized with value_dim? the gate is per key channel" if dt1.numel() == num_v_heads * value_dim else None
+        if dt1.numel() == num_v_heads:
+            hint = "one bias per value head is Gated DeltaNet's gate: use the gdn_* functions"
         _fail("dt_bias", f"have HV*K = {hv_k} elements", f"shape {_shape(dt_bias)}", hint)
     if tuple(out.shape) != (batch, 1, num_v_heads, value_dim):
         _fail("out", f"have shape [B, 1, HV, V] = [{batch}, 1, {num_v_heads}, {value_dim}]", f"{_shape(out)}")
@@ -197,7 +213,20 @@ def validate_decode_inputs(
         )
     if should_check_values(check_values, device):
         check_runtime_values(ssm_state_indices, {"initial_state": initial_state})
-    return DecodeShapes(batch, num_q_heads, num_v_heads, key_dim, value_dim, a2, dt1)
+    return DecodeShapes(batch, num_q_heads, num_v_heads, key_dim, value_dim, a2, dt1, gate=gate)
+
+
+def _check_gdn_gate(a, a2, dt_bias, dt1, num_v_heads, key_dim) -> None:
+    """GDN's gate inputs: one logit and one bias per value head (KDA's per-channel sizes say so)."""
+    kda = "per key channel (HV*K) is Kimi Delta Attention's gate: use the kda functions"
+    if a.ndim != 2 or a2.shape[1] != num_v_heads:
+        hint = kda if a2.shape[1] == num_v_heads * key_dim else None
+        _fail("a", f"have shape [B, HV] = [{a.shape[0]}, {num_v_heads}] (GDN: one logit per value head)",
+              f"shape {_shape(a)}", hint)  # fmt: skip
+    if dt_bias.ndim != 1 or dt1.numel() != num_v_heads:
+        hint = kda if dt1.numel() == num_v_heads * key_dim else None
+        _fail("dt_bias", f"have shape [HV] = [{num_v_heads}] (GDN: one bias per value head)",
+              f"shape {_shape(dt_bias)}", hint)  # fmt: skip
 
 
 def validate_replayssm_inputs(
@@ -218,13 +247,22 @@ def validate_replayssm_inputs(
     *,
     ring_format: str = "raw",
     lower_bound: float | None = None,
+    gate: str = "kda",
     check_values: bool | None = False,
 ) -> DecodeShapes:
     """Check a ReplaySSM step's inputs: the standard ones, then cursors and the three rings in
-    ``ring_format`` (``replayssm_ref.formats``; its gate condition with ``lower_bound``), and
+    ``ring_format`` (``replayssm_ref.formats``; its gate condition with ``lower_bound``) for ``gate``
+    (``replayssm_ref.gates``: GDN's gate ring is ``[slots, HV, L]``, raw format only), and
     ``check_values`` as in :func:`validate_decode_inputs`, with the rings and cursors included."""
     fmt = _ring_format(ring_format)
-    s = validate_decode_inputs(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices)
+    if gate == "gdn" and fmt.name != "raw":
+        raise ValueError(
+            f"`ring_format` must be 'raw' for Gated DeltaNet (one float32 log decay per value head and entry); "
+            f"got {fmt.name!r}"
+        )
+    s = validate_decode_inputs(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, gate=gate
+    )  # fmt: skip
     batch, hv, h, k, v = s.batch, s.num_v_heads, s.num_q_heads, s.key_dim, s.value_dim
 
     for name, t in (("write_pos", write_pos), ("force_flush", force_flush)):
@@ -236,6 +274,11 @@ def validate_replayssm_inputs(
             _fail(name, f"have shape [B] = [{batch}]", f"{_shape(t)}")
 
     for name, t in (("d_cache", d_cache), ("k_cache", k_cache), ("g_cache", g_cache)):
+        if gate == "gdn" and name == "g_cache":
+            continue
+        if name == "g_cache" and t.ndim == 3:
+            _fail("g_cache", "be a 4-D ring [slots, HV, L, K] (KDA: one log decay per key channel)",
+                  f"3-D shape {_shape(t)}", "[slots, HV, L] is Gated DeltaNet's per-head gate ring")  # fmt: skip
         if t.ndim != 4:
             _fail(name, "be a 4-D ring [slots, heads, L, dim]", f"{t.ndim}-D shape {_shape(t)}")
         if not t.dtype.is_floating_point:
@@ -243,6 +286,8 @@ def validate_replayssm_inputs(
     cache_length = d_cache.shape[2]
     if cache_length < 1:
         _fail("d_cache", "have a ring length L = d_cache.shape[2] of at least 1", f"shape {_shape(d_cache)}")
+    if gate == "gdn":
+        _check_gdn_gate_ring(g_cache, hv, cache_length, k)
 
     def check_ring(name, t, heads, head_name, dim, dim_name, other_dim, other_name):
         want = (heads, cache_length, dim)
@@ -282,7 +327,7 @@ def validate_replayssm_inputs(
                 "keys per value head (HV) are the predecayed format's layout; this format shares a key per q/k head",
             )
         check_ring("k_cache", k_cache, h, "H", k, "K", v, "value_dim (V)")
-    if g_cache.shape[1] == h and h != hv and tuple(g_cache.shape[2:]) == (cache_length, k):
+    if gate == "kda" and g_cache.shape[1] == h and h != hv and tuple(g_cache.shape[2:]) == (cache_length, k):
         _fail(
             "g_cache",
             f"have shape [slots, HV, L, K] = [*, {hv}, {cache_length}, {k}]",
@@ -290,7 +335,7 @@ def validate_replayssm_inputs(
             "grouped by q/k heads (H), but the gate is per value head (HV)",
         )
     want_g = (hv, cache_length, k)
-    if tuple(g_cache.shape[1:]) != want_g:
+    if gate == "kda" and tuple(g_cache.shape[1:]) != want_g:
         hint = None
         if g_cache.shape[3] == v and v != k:
             hint = "last dim equals value_dim, but the gate shares key_dim"
@@ -301,7 +346,7 @@ def validate_replayssm_inputs(
     if g_cache.dtype not in allowed_g:
         if fmt.gate_dtype is None:
             hint = "log decays summed over the ring lose too much in 16 bits"
-            if g_cache.dtype is torch.bfloat16:
+            if g_cache.dtype is torch.bfloat16 and gate == "kda":
                 hint += "; a bfloat16 gate ring is ring_format='bf16_gate'"
         else:
             hint = f"ring_format={fmt.name!r} keeps its gate ring in {fmt.gate_dtype}; float32 is ring_format='raw'"
@@ -323,7 +368,19 @@ def validate_replayssm_inputs(
     if should_check_values(check_values, device):
         rings = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
         check_runtime_values(ssm_state_indices, rings, write_pos=write_pos, cache_length=cache_length)
-    return DecodeShapes(batch, h, hv, k, v, s.a, s.dt_bias, cache_length, fmt.name)
+    return DecodeShapes(batch, h, hv, k, v, s.a, s.dt_bias, cache_length, fmt.name, gate)
+
+
+def _check_gdn_gate_ring(g_cache: torch.Tensor, hv: int, cache_length: int, k: int) -> None:
+    """GDN's gate ring: ``[slots, HV, L]``, one log decay per value head and entry."""
+    want = f"have shape [slots, HV, L] = [*, {hv}, {cache_length}] (GDN: one log decay per value head and entry)"
+    if g_cache.ndim == 4 and tuple(g_cache.shape[1:]) == (hv, cache_length, k):
+        _fail("g_cache", want, _shape(g_cache), "[slots, HV, L, K] is Kimi Delta Attention's per-channel gate ring")
+    if g_cache.ndim != 3 or tuple(g_cache.shape[1:]) != (hv, cache_length):
+        hint = "every ring must have d_cache's length L" if g_cache.ndim == 3 and g_cache.shape[1] == hv else None
+        _fail("g_cache", want, _shape(g_cache), hint)
+    if not g_cache.dtype.is_floating_point:
+        _fail("g_cache", "have a floating dtype", f"{g_cache.dtype}")
 
 
 def should_check_values(check_values: bool | None, device: torch.device) -> bool:
