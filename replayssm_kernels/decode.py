@@ -1,5 +1,6 @@
-"""The public decode calls: same signatures and semantics as the reference (``replayssm_ref``) and as
-sglang's Helion kernels of the same names.
+"""The public decode calls: same signatures and semantics as the reference (``replayssm_ref``) and, for
+KDA, as sglang's Helion kernels of the same names; Gated DeltaNet's take KDA's arguments with its gate
+(``a [B, HV]``, ``dt_bias [HV]``, ``g_cache [slots, HV, L]``) and no ``lower_bound``.
 
 Both validate every input first (``replayssm_ref.validation``: nothing is written before that
 passes), then run the launches ``replayssm_kernels.plan`` builds. Nothing branches on the host
@@ -121,4 +122,65 @@ def helion_fused_recurrent_kda_packed_decode(
             check_values=check_values,
         )  # fmt: skip
     )
+    return out, initial_state
+
+
+def helion_fused_recurrent_gdn_replayssm_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    d_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    g_cache: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    write_pos: torch.Tensor,
+    force_flush: torch.Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    launches: int | None = None,
+    config: helion.Config | dict | None = None,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One ReplaySSM decode step of Gated DeltaNet, in place: ``helion_fused_recurrent_kda_replayssm_decode``
+    with one log decay per value head, ``g = -exp(A_log) softplus(a + dt_bias)`` from ``a [B, HV]`` and
+    ``dt_bias [HV]``, and the gate ring ``g_cache [slots, HV, L]`` (float32; ``ReplaySSMCache.allocate(...,
+    gate="gdn")``). Same semantics as ``replayssm_ref.gdn_replayssm_decode_step``."""
+    _check_device(mixed_qkv)
+    plan = plan_replayssm(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
+        ssm_state_indices, write_pos, force_flush, use_qk_l2norm_in_kernel, None,
+        gate="gdn", launches=launches, config=config, check_values=check_values,
+    )  # fmt: skip
+    run_launches(plan)
+    return out, initial_state
+
+
+def helion_fused_recurrent_gdn_packed_decode(
+    mixed_qkv: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor,
+    out: torch.Tensor,
+    ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    config: helion.Config | dict | None = None,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Standard Gated DeltaNet decode (read state, update, write back), in place; same semantics as
+    ``replayssm_ref.gdn_recurrent_decode_step``. The baseline GDN ReplaySSM is measured against."""
+    _check_device(mixed_qkv)
+    plan = plan_standard(
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
+        None, gate="gdn", config=config, check_values=check_values,
+    )  # fmt: skip
+    run_launches(plan)
     return out, initial_state

@@ -110,12 +110,19 @@ def _resolve(kind: str, config, device, dtype, shapes: DecodeShapes) -> Entry:
 
 
 def _views(mixed_qkv: torch.Tensor, a: torch.Tensor, dt_bias: torch.Tensor, shapes: DecodeShapes):
-    """Zero-copy per-head views of the packed inputs: q, k [B, H, K], v [B, HV, V], a [B, HV, K], dt [HV, K]."""
+    """Zero-copy per-head views of the packed inputs: q, k [B, H, K], v [B, HV, V], a [B, HV, G],
+    dt [HV, G], with G = K (KDA) or 1 (GDN: ``kernels.common.gate_channel``)."""
     B, H, HV, K, V = shapes.batch, shapes.num_q_heads, shapes.num_v_heads, shapes.key_dim, shapes.value_dim
+    G = shapes.gate_channels
     q_view = mixed_qkv[:, : H * K].unflatten(1, (H, K))
     k_view = mixed_qkv[:, H * K : 2 * H * K].unflatten(1, (H, K))
     v_view = mixed_qkv[:, 2 * H * K :].unflatten(1, (HV, V))
-    return q_view, k_view, v_view, a.view(B, HV, K), dt_bias.view(HV, K)
+    return q_view, k_view, v_view, a.view(B, HV, G), dt_bias.view(HV, G)
+
+
+def _gate_ring(g_cache: torch.Tensor) -> torch.Tensor:
+    """The gate ring as the kernels index it, ``[slots, HV, L, G]`` (GDN's ``[slots, HV, L]`` viewed)."""
+    return g_cache.unsqueeze(-1) if g_cache.ndim == 3 else g_cache
 
 
 def _num_slots(*pools: torch.Tensor) -> int:
@@ -123,22 +130,25 @@ def _num_slots(*pools: torch.Tensor) -> int:
     return min(t.size(0) for t in pools)
 
 
-def _gate_fields(lower_bound, use_qk_l2norm_in_kernel) -> dict:
+def _gate_fields(lower_bound, use_qk_l2norm_in_kernel, shapes: DecodeShapes) -> dict:
     return {
         "lower_bound": 0.0 if lower_bound is None else float(lower_bound),
         "USE_L2NORM": bool(use_qk_l2norm_in_kernel),
         "BOUNDED": lower_bound is not None,
+        "HEAD_GATE": shapes.gate == "gdn",
     }
 
 
 def plan_standard(
     mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
-    use_qk_l2norm_in_kernel=False, lower_bound=None, *, config=None, check_values=None,
+    use_qk_l2norm_in_kernel=False, lower_bound=None, *, gate="kda", config=None, check_values=None,
 ) -> list[Launch]:  # fmt: skip
-    """The one launch of a standard decode step (arguments of ``helion_fused_recurrent_kda_packed_decode``)."""
+    """The one launch of a standard decode step (arguments of ``helion_fused_recurrent_kda_packed_decode``;
+    ``gate="gdn"``: of ``helion_fused_recurrent_gdn_packed_decode``)."""
     shapes = validate_decode_inputs(
-        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, check_values=check_values
-    )
+        mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, gate=gate,
+        check_values=check_values,
+    )  # fmt: skip
     check_kernel_support(shapes, initial_state, out)
     return _standard_plan(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
@@ -156,7 +166,7 @@ def _standard_plan(
         q_view=q_view, k_view=k_view, v_view=v_view, a3=a3, b=b, A_log=A_log, dt2=dt2,
         initial_state=initial_state, out=out, ssm_state_indices=ssm_state_indices, write_pos=write_pos,
         num_slots=num_slots, scale=float(scale), HPQ=shapes.heads_per_q, HAS_CURSOR=write_pos is not None,
-        **_gate_fields(lower_bound, use_qk_l2norm_in_kernel),
+        **_gate_fields(lower_bound, use_qk_l2norm_in_kernel, shapes),
     )  # fmt: skip
     return [Launch("standard", standard_body, entry.config, args)]
 
@@ -187,14 +197,16 @@ def _state_configs(entry: Entry, split: bool, ring_once: bool) -> tuple[helion.C
 def plan_replayssm(
     mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
     ssm_state_indices, write_pos, force_flush=None, use_qk_l2norm_in_kernel=False, lower_bound=None,
-    *, ring_format="raw", launches=None, config=None, check_values=None,
+    *, gate="kda", ring_format="raw", launches=None, config=None, check_values=None,
 ) -> list[Launch]:  # fmt: skip
-    """The launches of one ReplaySSM step (arguments of ``helion_fused_recurrent_kda_replayssm_decode``)."""
+    """The launches of one ReplaySSM step (arguments of ``helion_fused_recurrent_kda_replayssm_decode``;
+    ``gate="gdn"``: of ``helion_fused_recurrent_gdn_replayssm_decode``)."""
     shapes = validate_replayssm_inputs(
         mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache,
         out, ssm_state_indices, write_pos, force_flush, ring_format=ring_format, lower_bound=lower_bound,
-        check_values=check_values,
+        gate=gate, check_values=check_values,
     )  # fmt: skip
+    g_cache = _gate_ring(g_cache)
     predecayed = ring_format_record(ring_format).prefix_gate
     check_kernel_support(shapes, initial_state, out)
     if launches is None:
@@ -244,7 +256,7 @@ def plan_replayssm(
         "HPQ": shapes.heads_per_q, "PREDECAYED": predecayed,
     }  # fmt: skip
     g_walk = None if predecayed else g_cache  # what a flush that reads the ring itself takes
-    gate = _gate_fields(lower_bound, use_qk_l2norm_in_kernel)
+    gate_kw = _gate_fields(lower_bound, use_qk_l2norm_in_kernel, shapes)
     ch = ring_chunk(L, opts.ring_chunk)
 
     weights_fields = {"block_sizes": [], "num_warps": 1, "num_stages": 1}
@@ -253,7 +265,7 @@ def plan_replayssm(
     weights = RingWeightsArgs(
         q_view=q_view, k_view=k_view, a3=a3, b=b, A_log=A_log, dt2=dt2, k_cache=k_cache, g_cache=g_cache,
         coef=coef, xs=xs, qk=qk, decay=decay, w_ring=w_ring, scale=float(scale), CH=ch, HAND_W=hand_w,
-        **common, **gate,
+        **common, **gate_kw,
     )  # fmt: skip
     plan = [Launch("ring_weights", ring_weights_body, helion.Config(**weights_fields), weights)]
 
@@ -266,7 +278,7 @@ def plan_replayssm(
         coef=coef, xs=xs, qk=qk, decay=None if split else decay, w_ring=w_ring if not split else None,
         u_buf=u_buf, out=out, RB=min(ring_block(L), RING_TILE), RING_ONCE=once, CH=ch, FK=fk,
         FW=max(fw, DOT_MIN), FLUSH_HERE=not split, HAND_W=hand_w and not split, SKIP_FLUSH=bool(overlap),
-        **common, **gate,
+        **common, **gate_kw,
     )  # fmt: skip
     plan.append(Launch("state", state_body, state_config, state))
 
@@ -276,14 +288,14 @@ def plan_replayssm(
             k_view=k_view, a3=a3, A_log=A_log, dt2=dt2, initial_state=initial_state, d_cache=d_cache,
             k_cache=k_cache, g_cache=g_walk, decay=decay, w_ring=w_ring, u_buf=u_buf, v_view=v_view, b=b,
             coef=coef, xs=xs, qk=qk, out=out, P=opts.flush_programs, FK=fk, FW=fw, BV=flush_config.block_sizes[0],
-            BB=ring_block(B), LB=ring_block(L), OWN=bool(overlap), HAND_W=hand_w, **common, **gate,
+            BB=ring_block(B), LB=ring_block(L), OWN=bool(overlap), HAND_W=hand_w, **common, **gate_kw,
         )  # fmt: skip
         plan.append(Launch("flush_rows", flush_rows_body, rows_config, flush_rows, beside=overlap))
     elif split:
         flush = FlushArgs(
             k_view=k_view, a3=a3, A_log=A_log, dt2=dt2, initial_state=initial_state, d_cache=d_cache,
             k_cache=k_cache, g_cache=g_walk, decay=decay, u_buf=u_buf, CH=ch, FK=fk,
-            **common, **gate,
+            **common, **gate_kw,
         )  # fmt: skip
         plan.append(Launch("flush", flush_body, flush_config, flush))
     return plan

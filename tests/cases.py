@@ -8,7 +8,7 @@ import functools
 import pytest
 import torch
 
-from replayssm_kernels import helion_fused_recurrent_kda_replayssm_decode
+from replayssm_kernels import helion_fused_recurrent_gdn_replayssm_decode, helion_fused_recurrent_kda_replayssm_decode
 from replayssm_ref.formats import ring_format
 from replayssm_ref.harness import (
     Problem,
@@ -55,9 +55,11 @@ DESIGNS = {
 }
 
 
-def design_fn(name: str, **kwargs):
+def design_fn(name: str, gate: str = "kda", **kwargs):
+    """The design's decode call for ``gate`` (``"gdn"``: the Gated DeltaNet entry point)."""
     launches, config = DESIGNS[name]
-    return functools.partial(helion_fused_recurrent_kda_replayssm_decode, launches=launches, config=config, **kwargs)
+    fn = helion_fused_recurrent_gdn_replayssm_decode if gate == "gdn" else helion_fused_recurrent_kda_replayssm_decode
+    return functools.partial(fn, launches=launches, config=config, **kwargs)
 
 
 def gate_dtypes(kw: dict) -> tuple[torch.dtype, ...]:
@@ -84,28 +86,31 @@ def check_sequence(
     return r
 
 
-def step_args(p: Problem, seed: int = 0, state_dtype=torch.float32, device="cpu"):
+def step_args(p: Problem, seed: int = 0, state_dtype=torch.float32, device="cpu", gate="kda"):
     """One step's positional arguments up to ``write_pos``, with random rings everywhere and random
     cursors in [0, L) (stale positions hold finite values: these tests are about writes)."""
     gen = torch.Generator().manual_seed(seed)
-    w = random_weights(p, gen, device)
-    mixed, a, b = random_token(p, gen, device, torch.float32)
+    w = random_weights(p, gen, device, gate=gate)
+    mixed, a, b = random_token(p, gen, device, torch.float32, gate=gate)
     S = torch.randn(p.num_slots, p.num_v_heads, p.value_dim, p.key_dim, generator=gen).to(device, state_dtype)
     L = p.cache_length
     d = torch.randn(p.num_slots, p.num_v_heads, L, p.value_dim, generator=gen).to(device)
     k = torch.nn.functional.normalize(torch.randn(p.num_slots, p.num_q_heads, L, p.key_dim, generator=gen), dim=-1)
     g = -torch.rand(p.num_slots, p.num_v_heads, L, p.key_dim, generator=gen).to(device)
+    if gate == "gdn":
+        g = g[..., 0].contiguous()
     out = torch.full((p.batch, 1, p.num_v_heads, p.value_dim), float("nan"), device=device)
     idx = torch.randperm(p.num_slots, generator=gen)[: p.batch].to(device, torch.int32)
     wp = torch.randint(0, L, (p.batch,), generator=gen).to(device, torch.int32)
     return (mixed, a, b, w.A_log, w.dt_bias, w.scale, S, d, k.to(device), g, out, idx, wp)
 
 
-def check_corrupted_rows(design: str, p: Problem, device="cpu") -> None:
+def check_corrupted_rows(design: str, p: Problem, device="cpu", gate="kda") -> None:
     """Rows 0 and 1 get cursors L + 2 and -3, row 2 a slot past the pool, row 3 a forced flush: the
     step must equal, bit for bit in every state slot, ring and output, the same step with rows 0-2 as
     padding (zero output, nothing written); with ``check_values=True`` it raises instead."""
-    *head, idx, wp = step_args(p, seed=3, device=device)
+    *head, idx, wp = step_args(p, seed=3, device=device, gate=gate)
+    tail = (True,) if gate == "gdn" else (True, None)  # l2norm (, lower_bound)
     bad_wp, bad_idx, pad_idx = wp.clone(), idx.clone(), idx.clone()
     bad_wp[0], bad_wp[1] = p.cache_length + 2, -3
     bad_idx[2] = p.num_slots + 5
@@ -113,11 +118,11 @@ def check_corrupted_rows(design: str, p: Problem, device="cpu") -> None:
     force = torch.zeros_like(wp)
     force[3] = 1
     clean = [t.clone() if isinstance(t, torch.Tensor) else t for t in head]
-    fn = design_fn(design, check_values=False)
-    fn(*clean, pad_idx, wp, force, True, None)  # the healthy rows alone
-    fn(*head, bad_idx, bad_wp, force, True, None)
+    fn = design_fn(design, gate, check_values=False)
+    fn(*clean, pad_idx, wp, force, *tail)  # the healthy rows alone
+    fn(*head, bad_idx, bad_wp, force, *tail)
     assert (head[10][:3] == 0).all()
     for got, want in zip(head[6:11], clean[6:11], strict=True):  # state, d, k, g, out
         assert same_bits(got, want)
     with pytest.raises(ValueError, match="write_pos"):
-        design_fn(design, check_values=True)(*head, idx, bad_wp, force, True, None)
+        design_fn(design, gate, check_values=True)(*head, idx, bad_wp, force, *tail)

@@ -11,9 +11,14 @@ import pytest
 import torch
 from cases import DESIGNS, check_corrupted_rows, check_sequence, design_fn, step_args
 
-from replayssm_kernels import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
+from replayssm_kernels import (
+    helion_fused_recurrent_gdn_packed_decode,
+    helion_fused_recurrent_gdn_replayssm_decode,
+    helion_fused_recurrent_kda_packed_decode,
+    helion_fused_recurrent_kda_replayssm_decode,
+)
 from replayssm_kernels.plan import plan_replayssm
-from replayssm_ref.harness import Problem, run_sequence, tolerance
+from replayssm_ref.harness import Problem, run_sequence, same_bits, tolerance
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("HELION_INTERPRET") != "1" and not torch.cuda.is_available(),
@@ -180,3 +185,48 @@ def test_overlapped_launches_touch_disjoint_data():
             launch()
 
     check_sequence(Problem(3, 2, 4, 32, 32, 4), flush_rows_first, steps=9, p_force=0.2, seed=4, warm=True)
+
+
+@pytest.mark.parametrize("p", GRID[::2], ids=Problem.label)
+@pytest.mark.parametrize("design", list(DESIGNS))
+def test_gdn_design_matches_reference(design, p):
+    """Gated DeltaNet's per-head gate in every design (the same bodies, ``HEAD_GATE``)."""
+    check_sequence(
+        p, design_fn(design, "gdn"), steps=9, p_force=0.2, seed=p.cache_length, warm=True, gate="gdn", device=DEVICE
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("state", "ring"), [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16)])
+def test_gdn_dtypes_and_raw_qk(state, ring):
+    p = Problem(3, 2, 4, 32, 32, 4)
+    check_sequence(
+        p, design_fn("two_tiles", "gdn"), steps=9, state_dtype=state, cache_dtype=ring, p_force=0.2, seed=5,
+        warm=True, gate="gdn", use_qk_l2norm=False, device=DEVICE,
+    )  # fmt: skip
+
+
+def test_gdn_standard_kernel_and_ring_of_one():
+    p = Problem(4, 2, 4, 16, 32, 1)
+    r = run_sequence(p, steps=4, replay_fn=helion_fused_recurrent_gdn_packed_decode, standard=True,
+                     state_dtype=torch.float32, gate="gdn", device=DEVICE)  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=4)
+    r = run_sequence(p, steps=5, replay_fn=design_fn("default", "gdn"), state_dtype=torch.float32, p_force=0.3,
+                     gate="gdn", device=DEVICE)  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=5)
+
+
+@pytest.mark.parametrize("design", ["two_walk", "split_programs"])
+def test_gdn_corrupted_cursor_or_slot_is_padding(design):
+    check_corrupted_rows(design, Problem(6, 2, 4, 32, 32, 4), device=DEVICE, gate="gdn")
+
+
+def test_gdn_kernel_rejects_kda_inputs_before_writing():
+    """The kernels share the reference's validation: a KDA gate ring given to the GDN call names the
+    layouts, and nothing is written."""
+    p = Problem(3, 1, 2, 16, 16, 4)
+    args = list(step_args(p, gate="gdn"))
+    kda_g = torch.zeros(p.num_slots, p.num_v_heads, p.cache_length, p.key_dim)
+    before = [t.clone() for t in args if isinstance(t, torch.Tensor)]
+    with pytest.raises(ValueError, match=r"`g_cache` .*Kimi Delta Attention's per-channel gate ring"):
+        helion_fused_recurrent_gdn_replayssm_decode(*args[:9], kda_g, *args[10:])
+    assert all(same_bits(x, y) for x, y in zip([t for t in args if isinstance(t, torch.Tensor)], before, strict=True))

@@ -10,7 +10,7 @@ import pytest
 import torch
 from cases import DESIGNS, check_corrupted_rows, check_sequence, design_fn
 
-from replayssm_kernels import helion_fused_recurrent_kda_packed_decode
+from replayssm_kernels import helion_fused_recurrent_gdn_packed_decode, helion_fused_recurrent_kda_packed_decode
 from replayssm_ref.harness import Problem, run_sequence, tolerance
 
 pytestmark = [
@@ -60,4 +60,23 @@ def test_generated_standard_code():
     p = Problem(3, 1, 2, 16, 16, 1)
     r = run_sequence(p, steps=3, replay_fn=helion_fused_recurrent_kda_packed_decode, standard=True,
                      state_dtype=torch.float32)  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=3)
+
+
+@pytest.mark.parametrize("design", ["two_walk", "two_tiles", "split_programs"])
+def test_generated_gdn_code(design):
+    """Gated DeltaNet's per-head gate: the gate read by every channel through a repeated index (launch 1,
+    a walked flush, own tiles) and stored by channel 0, GQA 2."""
+    p = Problem(3, 1, 2, 16, 32, 4)
+    check_sequence(p, design_fn(design, "gdn"), steps=5, p_force=0.3, seed=2, warm=True, gate="gdn")
+
+
+def test_generated_gdn_code_treats_corrupted_rows_as_padding():
+    check_corrupted_rows("split_overlap", Problem(4, 1, 2, 16, 16, 4), gate="gdn")
+
+
+def test_generated_gdn_standard_code():
+    p = Problem(3, 1, 2, 16, 16, 1)
+    r = run_sequence(p, steps=3, replay_fn=helion_fused_recurrent_gdn_packed_decode, standard=True,
+                     state_dtype=torch.float32, gate="gdn")  # fmt: skip
     assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=3)

@@ -5,12 +5,18 @@ Helion inlines these at trace time; they are plain tensor code on tiles. The nam
 reference's (``replayssm_ref.replay``): ``S0`` the checkpoint, ``gamma``/``kappa``/``d`` a ring entry's
 log decay, key and delta, ``W_i = exp(sum_{i<m<c} gamma_m)`` its weight, ``alpha = e^g`` the current
 token's decay, ``c`` the row's cursor (live entries are ``i < c``; the rest are never read).
+
+Both gates run the same code (``HEAD_GATE``: Gated DeltaNet). GDN's gate tensors come with a key-channel
+axis of one (``a [B, HV, 1]``, ``dt_bias [HV, 1]``, ``g_cache [slots, HV, L, 1]``) and are read through
+:func:`gate_channel`, so every channel of a tile reads its head's one value (one load per warp) and the
+gate arithmetic stays KDA's; the one store (the ring's append) is masked to channel 0.
 """
 
 from __future__ import annotations
 
 import helion.language as hl
 import torch
+from helion.language.tile_interface import TileInterface
 
 LOG1P_THRESHOLD = 20.0  # softplus(x) = x above this, as in the reference
 L2NORM_EPS = 1e-6
@@ -24,6 +30,14 @@ def l2_scale(x, USE_L2NORM, rows=False):
         sq = (x * x).sum(1, keepdim=True) if rows else (x * x).sum(0)
         return 1.0 / torch.sqrt(sq + L2NORM_EPS)  # not rsqrt: Triton's interpreter lacks it
     return 1.0
+
+
+def gate_channel(channels, HEAD_GATE):
+    """The index into a gate tensor's last axis for the key ``channels`` (a tile or an ``hl.arange``):
+    the channels themselves (KDA), or channel 0 for each (GDN: one value per head)."""
+    if HEAD_GATE:
+        return (channels.index if isinstance(channels, TileInterface) else channels) * 0
+    return channels
 
 
 def gate(a_t, dt_t, A_log_j, lower_bound, BOUNDED):
@@ -70,17 +84,20 @@ def row_setup(ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b,
     return valid, slot, c, flush
 
 
-def flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED):
+def flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED, HEAD_GATE):
     """The weight a flush that builds its own weights starts from, ``W_{c-1} alpha`` over ``tile_fk``:
     the token's ``alpha`` (``W_{c-1} = 1``), or with ``PREDECAYED`` ``e^P alpha`` for every entry (the
     keys carry the rest): ``decay_t``, launch 1's ``e^Gamma alpha`` over the same channels."""
     if PREDECAYED:
         return decay_t
-    a_t, dt_t, A_j = hl.load(a3, [row, j, tile_fk]), hl.load(dt2, [j, tile_fk]), hl.load(A_log, [j])
+    ch = gate_channel(tile_fk, HEAD_GATE)
+    a_t, dt_t, A_j = hl.load(a3, [row, j, ch]), hl.load(dt2, [j, ch]), hl.load(A_log, [j])
     return torch.exp(gate(a_t, dt_t, A_j, lower_bound, BOUNDED))
 
 
-def walk_entry(S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk, PREDECAYED):
+def walk_entry(
+    S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk, PREDECAYED, HEAD_GATE
+):  # fmt: skip
     """One ring position ``i`` of a flush that walks the ring newest first over one ``[BV, FK]`` tile:
     ``(S + d_i (W_i alpha kappa_i)^T, W_{i-1} alpha)``, the weights as running products of ``e^gamma``
     (``w_alpha`` comes in as ``W_i alpha``). Positions ``>= c`` load nothing and add nothing.
@@ -97,7 +114,7 @@ def walk_entry(S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, 
     S = S + d.unsqueeze(2) * (w_alpha * kappa).unsqueeze(1)
     if PREDECAYED:
         return S, w_alpha
-    gamma = hl.load(g_cache, [slot, j, i, tile_fk], extra_mask=live_k).to(torch.float32)
+    gamma = hl.load(g_cache, [slot, j, i, gate_channel(tile_fk, HEAD_GATE)], extra_mask=live_k).to(torch.float32)
     return S, w_alpha * torch.exp(gamma)
 
 
@@ -113,7 +130,10 @@ def handed_tile(S, w_ring, d_cache, row, slot, j, pos, live, cols, in_v, tile_fk
     return S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w)  # [1, BV, FK]: a dot
 
 
-def own_tile(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, cols, in_v, tile_fk, alpha, PREDECAYED):
+def own_tile(
+    S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, cols, in_v, tile_fk, alpha, PREDECAYED,
+    HEAD_GATE,
+):  # fmt: skip
     """One ``[FW, FK]`` ring tile of a flush that builds its own weights, newest tile first:
     ``(S + sum_i d_i (W_i alpha kappa_i)^T, newer + sum_i gamma_i)`` over the tile.
 
@@ -128,8 +148,9 @@ def own_tile(S, newer, d_cache, k_cache, g_cache, slot, h, j, pos, live, later, 
         d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
         w = kappa.to(torch.float32) * alpha[:, None, :]
         return S + torch.bmm(torch.transpose(d_t.to(torch.float32), 1, 2), w), newer
-    gamma = hl.load(g_cache, [slot, j, pos, tile_fk], extra_mask=live[:, :, None]).to(torch.float32)
-    gamma_next = hl.load(g_cache, [slot, j, pos + 1, tile_fk], extra_mask=later[:, :, None]).to(torch.float32)
+    ch = gate_channel(tile_fk, HEAD_GATE)
+    gamma = hl.load(g_cache, [slot, j, pos, ch], extra_mask=live[:, :, None]).to(torch.float32)
+    gamma_next = hl.load(g_cache, [slot, j, pos + 1, ch], extra_mask=later[:, :, None]).to(torch.float32)
     d_t = hl.load(d_cache, [slot, j, pos, cols], extra_mask=d_live)
     suffix = hl.cumsum(gamma_next, 1, reverse=True) + newer.unsqueeze(1)  # [1, FW, FK]
     w = torch.exp(suffix) * kappa.to(torch.float32) * alpha[:, None, :]  # W_i alpha kappa_i

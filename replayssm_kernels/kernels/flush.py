@@ -17,13 +17,13 @@ from .common import args_record, flush_weight, l2_scale, row_setup, walk_entry
 
 def flush_body(
     k_view: torch.Tensor,  # [B, H, K]
-    a3: torch.Tensor,  # [B, HV, K]
+    a3: torch.Tensor,  # [B, HV, K]   (HEAD_GATE: [B, HV, 1])
     A_log: torch.Tensor,  # [HV]
-    dt2: torch.Tensor,  # [HV, K]
+    dt2: torch.Tensor,  # [HV, K]   (HEAD_GATE: [HV, 1])
     initial_state: torch.Tensor,  # [slots, HV, V, K], read and written
     d_cache: torch.Tensor,  # [slots, HV, L, V]
     k_cache: torch.Tensor,  # [slots, H, L, K]   (PREDECAYED: [slots, HV, L, K])
-    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (None: PREDECAYED)
+    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (None: PREDECAYED; HEAD_GATE: [slots, HV, L, 1])
     decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
     u_buf: torch.Tensor,  # [B, HV, V] fp32 from the state launch: flush rows' u
     ssm_state_indices: torch.Tensor,  # [B]
@@ -38,6 +38,7 @@ def flush_body(
     CH: hl.constexpr,  # ring positions per unrolled chunk of the walk (divides L)
     FK: hl.constexpr,  # K channels per step
     PREDECAYED: hl.constexpr,  # the predecayed ring format: keys per value head, no gate read
+    HEAD_GATE: hl.constexpr,  # Gated DeltaNet: one log decay per value head (common.gate_channel)
 ) -> torch.Tensor:
     B = k_view.size(0)
     K = hl.specialize(k_view.size(2))
@@ -60,14 +61,16 @@ def flush_body(
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale
                 decay_t = decay[tile_b, j, tile_fk]
                 S = S * decay_t[:, None, :]  # S0 e^Gamma alpha
-                start = flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED)
+                start = flush_weight(
+                    decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED, HEAD_GATE
+                )
                 w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + start  # W_i alpha
                 for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):  # newest first (common.walk_entry)
                     for t in hl.static_range(CH):
                         i = L - 1 - tile_f.begin * CH - t
                         S, w_alpha = walk_entry(
                             S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v, tile_fk,
-                            PREDECAYED,
+                            PREDECAYED, HEAD_GATE,
                         )  # fmt: skip
                 S = S + u[None, :, None] * k_c[None, None, :]
                 initial_state[slot, j, tile_v, tile_fk] = S.to(initial_state.dtype)

@@ -27,13 +27,13 @@ MAX_BATCH = 4096
 
 def flush_rows_body(
     k_view: torch.Tensor,  # [B, H, K]
-    a3: torch.Tensor,  # [B, HV, K]
+    a3: torch.Tensor,  # [B, HV, K]   (HEAD_GATE: [B, HV, 1])
     A_log: torch.Tensor,  # [HV]
-    dt2: torch.Tensor,  # [HV, K]
+    dt2: torch.Tensor,  # [HV, K]   (HEAD_GATE: [HV, 1])
     initial_state: torch.Tensor,  # [slots, HV, V, K], read and written
     d_cache: torch.Tensor,  # [slots, HV, L, V]
     k_cache: torch.Tensor,  # [slots, H, L, K]   (PREDECAYED: [slots, HV, L, K])
-    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (None: PREDECAYED)
+    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (None: PREDECAYED; HEAD_GATE: [slots, HV, L, 1])
     decay: torch.Tensor,  # [B, HV, K] from launch 1: e^Gamma alpha
     w_ring: torch.Tensor | None,  # [B, HV, L, K] from launch 1   (HAND_W)
     u_buf: torch.Tensor | None,  # [B, HV, V] fp32 from the state launch   (not OWN)
@@ -61,6 +61,7 @@ def flush_rows_body(
     HAND_W: hl.constexpr,  # launch 1's ring weights instead of a reverse scan per tile
     P: hl.constexpr,  # programs (the grid): the kernel option flush_programs
     PREDECAYED: hl.constexpr,  # the predecayed ring format: keys per value head, no gate read
+    HEAD_GATE: hl.constexpr,  # Gated DeltaNet: one log decay per value head (common.gate_channel)
 ) -> torch.Tensor:
     B = write_pos.size(0)
     K = hl.specialize(k_view.size(2))
@@ -122,7 +123,9 @@ def flush_rows_body(
                         w_live = w_pos[None, :] < c[:, None]  # [1, FW]
                         S = handed_tile(S, w_ring, d_cache, row, slot, j, w_pos, w_live, cols, in_v, tile_fk)
                 else:
-                    alpha_c = flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED)
+                    alpha_c = flush_weight(
+                        decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED, HEAD_GATE
+                    )
                     newer = hl.zeros([1, tile_fk], dtype=torch.float32)  # sum of gamma over the newer tiles
                     for tile_w in hl.tile(0, NT, block_size=1):  # newest tile first
                         start = (NT - 1 - tile_w.begin) * FW
@@ -131,7 +134,7 @@ def flush_rows_body(
                         later = (ring[None, :] + 1 < c[:, None]) & (ring[None, :] + 1 < start + FW)
                         S, newer = own_tile(
                             S, newer, d_cache, k_cache, g_cache, slot, h, j, ring, live, later, cols, in_v, tile_fk,
-                            alpha_c, PREDECAYED,
+                            alpha_c, PREDECAYED, HEAD_GATE,
                         )  # fmt: skip
                 k_c = k_view[row, h, tile_fk].to(torch.float32) * k_scale  # [1, FK]
                 S = S + u[:, :, None] * k_c[:, None, :]

@@ -10,6 +10,9 @@ gate. Non-flush rows also append ``k`` and ``g`` here (``d`` comes from the stat
 ``PREDECAYED`` (the ``predecayed`` ring format, ``replayssm_ref.formats``): the keys carry their
 weights up to ``e^P``, ``P = P_{c-1}`` is the one gate entry read, and the append is ``P_c = P + g``
 and ``k e^{-P_c}`` per value head.
+
+``HEAD_GATE`` (Gated DeltaNet): the gate inputs and ring hold one value per head, read by every
+channel (``common.gate_channel``); the append stores it once.
 """
 
 from __future__ import annotations
@@ -17,18 +20,18 @@ from __future__ import annotations
 import helion.language as hl
 import torch
 
-from .common import args_record, row_setup, token
+from .common import args_record, gate_channel, row_setup, token
 
 
 def ring_weights_body(
     q_view: torch.Tensor,  # [B, H, K]
     k_view: torch.Tensor,  # [B, H, K]
-    a3: torch.Tensor,  # [B, HV, K]
+    a3: torch.Tensor,  # [B, HV, K]   (HEAD_GATE: [B, HV, 1])
     b: torch.Tensor,  # [B, HV]
     A_log: torch.Tensor,  # [HV]
-    dt2: torch.Tensor,  # [HV, K]
+    dt2: torch.Tensor,  # [HV, K]   (HEAD_GATE: [HV, 1])
     k_cache: torch.Tensor,  # [slots, H, L, K]   (PREDECAYED: [slots, HV, L, K])
-    g_cache: torch.Tensor,  # [slots, HV, L, K]   (PREDECAYED: prefix sums)
+    g_cache: torch.Tensor,  # [slots, HV, L, K]   (PREDECAYED: prefix sums; HEAD_GATE: [slots, HV, L, 1])
     ssm_state_indices: torch.Tensor,  # [B]
     write_pos: torch.Tensor,  # [B] int32
     force_flush: torch.Tensor | None,  # [B] int32
@@ -47,6 +50,7 @@ def ring_weights_body(
     CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
     HAND_W: hl.constexpr,  # store flush rows' ring weights (kernel option flush_weights)
     PREDECAYED: hl.constexpr,  # the predecayed ring format
+    HEAD_GATE: hl.constexpr,  # Gated DeltaNet: one log decay per value head
 ) -> torch.Tensor:
     B = q_view.size(0)
     K = hl.specialize(q_view.size(2))
@@ -59,9 +63,14 @@ def ring_weights_body(
         valid, slot, c, flush = row_setup(
             ssm_state_indices, write_pos, force_flush, num_slots, row, tile_b, L, HAS_FORCE
         )  # fmt: skip
+        ch = gate_channel(hl.arange(K), HEAD_GATE)  # the gate's channels (GDN: channel 0 for each)
+        if HEAD_GATE:
+            a_t, dt_t = hl.load(a3, [row, tile_j, ch]), hl.load(dt2, [tile_j, ch])
+        else:
+            a_t, dt_t = a3[row, tile_j, :], dt2[tile_j, :]
         q, k, g, _ = token(
-            q_view[row, h, :], k_view[row, h, :], a3[row, tile_j, :], dt2[tile_j, :], A_log[tile_j][:, None],
-            b[row, tile_j], scale, lower_bound, USE_L2NORM, BOUNDED, rows=True,
+            q_view[row, h, :], k_view[row, h, :], a_t, dt_t, A_log[tile_j][:, None], b[row, tile_j], scale,
+            lower_bound, USE_L2NORM, BOUNDED, rows=True,
         )  # fmt: skip
         # Newest entry first, CH per unrolled chunk (so their loads issue together): the suffix sums
         # W_i = exp(sum_{i<m<c} gamma_m) accumulate forward, with no cancellation. Chunks start at the
@@ -84,7 +93,7 @@ def ring_weights_body(
                     m = weight * kappa
                 else:
                     kappa = hl.load(k_cache, [slot, h, i, hl.arange(K)], extra_mask=live).to(torch.float32)
-                    gamma = hl.load(g_cache, [slot, tile_j, i, hl.arange(K)], extra_mask=live).to(torch.float32)
+                    gamma = hl.load(g_cache, [slot, tile_j, i, ch], extra_mask=live).to(torch.float32)
                     m = torch.exp(newer) * kappa * alpha[None, :, :]  # W_i alpha kappa_i, [1, 1, K]
                 hl.store(coef, [tile_b, tile_j, 0, i], (m * q[None, :, :]).sum(2))
                 hl.store(coef, [tile_b, tile_j, 1, i], (m * k[None, :, :]).sum(2))
@@ -110,7 +119,11 @@ def ring_weights_body(
                         k_cache.dtype
                     )
                 else:
-                    g_cache[slot, tile_j, tile_c, :] = g[None, :, None, :].to(g_cache.dtype)
+                    if HEAD_GATE:  # the head's one value, by channel 0
+                        lane0 = (hl.zeros([tile_b, tile_j, 1, K], dtype=torch.int32) + hl.arange(K)) == 0
+                        hl.store(g_cache, [slot, tile_j, tile_c, ch], g[None, :, None, :], extra_mask=lane0)
+                    else:
+                        g_cache[slot, tile_j, tile_c, :] = g[None, :, None, :].to(g_cache.dtype)
                     first = (hl.zeros([tile_b, tile_j, K], dtype=torch.int32) + tile_j.index[None, :, None]) % HPQ == 0
                     hl.store(
                         k_cache, [slot, h, tile_c, hl.arange(K)], k[None, :, None, :].to(k_cache.dtype),

@@ -28,10 +28,10 @@ RING_TILE = 16  # a ring of at most this many positions is loaded as one tile be
 def state_body(
     k_view: torch.Tensor,  # [B, H, K]
     v_view: torch.Tensor,  # [B, HV, V]
-    a3: torch.Tensor | None,  # [B, HV, K]   (FLUSH_HERE, walked)
+    a3: torch.Tensor | None,  # [B, HV, K]   (FLUSH_HERE, walked; HEAD_GATE: [B, HV, 1])
     b: torch.Tensor,  # [B, HV]
     A_log: torch.Tensor | None,  # [HV]   (FLUSH_HERE, walked)
-    dt2: torch.Tensor | None,  # [HV, K]   (FLUSH_HERE, walked)
+    dt2: torch.Tensor | None,  # [HV, K]   (FLUSH_HERE, walked; HEAD_GATE: [HV, 1])
     initial_state: torch.Tensor,  # [slots, HV, V, K], read
     # initial_state again, written by the flush: a second argument, so that Helion may pipeline the
     # flush's loop over K steps (it keeps a loop that reads and writes one argument unpipelined, for
@@ -39,7 +39,7 @@ def state_body(
     state_out: torch.Tensor,
     d_cache: torch.Tensor,  # [slots, HV, L, V]
     k_cache: torch.Tensor | None,  # [slots, H or HV, L, K]   (FLUSH_HERE, walked)
-    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (FLUSH_HERE, walked, not PREDECAYED)
+    g_cache: torch.Tensor | None,  # [slots, HV, L, K]   (FLUSH_HERE, walked, not PREDECAYED; HEAD_GATE: [.., 1])
     coef: torch.Tensor,  # [B, HV, 2, L] from launch 1
     xs: torch.Tensor,  # [B, HV, 2, K] from launch 1
     qk: torch.Tensor,  # [B, HV] from launch 1
@@ -65,6 +65,7 @@ def state_body(
     HAND_W: hl.constexpr,  # with FLUSH_HERE: flush by tiles of launch 1's ring weights
     SKIP_FLUSH: hl.constexpr,  # three launches: flush rows are wholly the flush launch's (flush_overlap)
     PREDECAYED: hl.constexpr,  # the predecayed ring format: a walked flush reads keys per value head, no gate
+    HEAD_GATE: hl.constexpr,  # Gated DeltaNet: one log decay per value head (common.gate_channel)
 ) -> torch.Tensor:
     B = k_view.size(0)
     K = hl.specialize(k_view.size(2))
@@ -142,7 +143,7 @@ def state_body(
                             S = handed_tile(S, w_ring, d_cache, tile_b, slot, j, w_pos, w_live, tile_v, None, tile_fk)
                     else:
                         start = flush_weight(
-                            decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED
+                            decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED, HEAD_GATE
                         )  # fmt: skip
                         w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + start  # W_i alpha
                         for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):  # newest first (common.walk_entry)
@@ -150,7 +151,7 @@ def state_body(
                                 i = L - 1 - tile_f.begin * CH - t
                                 S, w_alpha = walk_entry(
                                     S, w_alpha, d_cache, k_cache, g_cache, slot, h, j, i, c, tile_b, tile_v,
-                                    tile_fk, PREDECAYED,
+                                    tile_fk, PREDECAYED, HEAD_GATE,
                                 )  # fmt: skip
                     S = S + u[None, :, None] * k_c[None, None, :]
                     state_out[slot, j, tile_v, tile_fk] = S.to(state_out.dtype)
