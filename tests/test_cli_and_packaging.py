@@ -270,3 +270,35 @@ print(json.dumps([stages("state", {"k_stages": 3, "flush_k_stages": 2, **tiles})
     assert two_launch == [3, 2, 0, 0]  # [K chunks, flush K steps, flush ring tiles, append]
     assert split == [3, 0]  # [K chunks, append]
     assert ring_weights == [3, 0]  # [ring chunks, append]
+
+
+@pytest.mark.skipif(os.environ.get("HELION_INTERPRET") != "1", reason="runs the kernels: needs HELION_INTERPRET=1")
+@pytest.mark.parametrize("gate", ["kda", "gdn"])
+def test_bench_steps_run_for_each_gate(gate):
+    """The benchmark's own calls (our ReplaySSM and standard decode), built as the sweep builds them,
+    run on a tiny case of each gate; a GDN plan group is timed as GDN cases."""
+    from replayssm_kernels.tools.bench import Case, Workload, build_cases, parse_args, runs_of
+
+    case = Case(2, 1, 2, 16, 16, 4, "float32", "bfloat16", gate)
+    work = Workload(case, sets=2, device="cpu")
+    args = parse_args(["--out", "unused", "--ring-formats", "raw", "predecayed", "--impls", "replayssm_helion",
+                       "standard_helion", "sglang_helion_replayssm"])  # fmt: skip
+    runs = runs_of(case, args, {"sglang_helion_replayssm": lambda *a: None})
+    if gate == "gdn":  # raw rings only, and sglang's Helion peer is a KDA kernel
+        assert runs == [("replayssm_helion", "raw"), ("standard_helion", "")]
+    else:
+        assert ("replayssm_helion", "predecayed") in runs and ("sglang_helion_replayssm", "raw") in runs
+    lower_bound = -5.0 if gate == "kda" else None
+    for impl in ("replayssm_helion", "standard_helion"):
+        before = work.state.clone()
+        for step in work.steps(impl, lower_bound=lower_bound)[: case.cache_length]:  # a cycle: flushes too
+            step()
+        assert torch.isfinite(work.out).all() and not torch.equal(work.state, before)
+        assert len(work.plan(impl, lower_bound=lower_bound)) >= 1
+    plan = ROOT / "replayssm_kernels/sweeps/full.json"
+    cases = build_cases(parse_args(["--plan", str(plan), "--out", "unused"]))
+    gdn = [c for c in cases if c.gate == "gdn"]
+    assert {c.batch for c in gdn} == {1, 8, 64, 256} and {(c.num_q_heads, c.num_v_heads) for c in gdn} == {
+        (16, 32),
+        (32, 32),
+    }

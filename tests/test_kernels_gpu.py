@@ -13,10 +13,25 @@ import pytest
 import torch
 from cases import DESIGNS
 
-from replayssm_kernels import helion_fused_recurrent_kda_packed_decode, helion_fused_recurrent_kda_replayssm_decode
+from replayssm_kernels import (
+    helion_fused_recurrent_gdn_packed_decode,
+    helion_fused_recurrent_gdn_replayssm_decode,
+    helion_fused_recurrent_kda_packed_decode,
+    helion_fused_recurrent_kda_replayssm_decode,
+)
 from replayssm_kernels.plan import plan_replayssm
-from replayssm_ref import ReplaySSMCache, replayssm_decode_step
-from replayssm_ref.harness import Problem, head_errors, random_token, random_weights, run_sequence, same_bits, tolerance
+from replayssm_ref import ReplaySSMCache
+from replayssm_ref.harness import (
+    Problem,
+    gate_args,
+    head_errors,
+    random_token,
+    random_weights,
+    reference_steps,
+    run_sequence,
+    same_bits,
+    tolerance,
+)  # fmt: skip
 
 pytestmark = pytest.mark.gpu
 BF16 = torch.bfloat16
@@ -78,11 +93,33 @@ def test_ring_formats_match_float64(ring_format, L, state_dtype, gqa):
     )  # fmt: skip
 
 
-def test_standard_matches_float64():
+@DTYPES
+@pytest.mark.parametrize("L", [1, 4, 16, 64])
+@pytest.mark.parametrize("h,hv", [(16, 32), (32, 32), (2, 4)])
+def test_gdn_default_design_matches_float64(h, hv, L, state_dtype):
+    """Gated DeltaNet (Qwen3-Next's H = 16, HV = 32 first) under the default design, K = V = 128."""
+    fn = functools.partial(helion_fused_recurrent_gdn_replayssm_decode, check_values=True)
+    _check(Problem(8, h, hv, 128, 128, L), state_dtype, steps=min(3 * L + 2, 20), replay_fn=fn, gate="gdn")
+
+
+@pytest.mark.parametrize("L", [4, 40])
+@pytest.mark.parametrize("design", list(GPU_DESIGNS))
+def test_gdn_each_design_matches_float64(design, L):
+    launches, config = GPU_DESIGNS[design]
+    fn = functools.partial(
+        helion_fused_recurrent_gdn_replayssm_decode, launches=launches, config=config, check_values=True
+    )
+    r = _check(Problem(8, 16, 32, 128, 128, L), torch.float32, steps=12, replay_fn=fn, gate="gdn")
+    assert r.natural_flushes > 0 and r.forced_flushes > 0
+
+
+@pytest.mark.parametrize("gate", ["kda", "gdn"])
+def test_standard_matches_float64(gate):
+    fn = helion_fused_recurrent_gdn_packed_decode if gate == "gdn" else helion_fused_recurrent_kda_packed_decode
     for sd in (torch.float32, torch.bfloat16):
         r = run_sequence(
-            Problem(8, 16, 32, 128, 128, 1), steps=8, replay_fn=helion_fused_recurrent_kda_packed_decode,
-            standard=True, state_dtype=sd, input_dtype=BF16, out_dtype=BF16, device="cuda",
+            Problem(8, 16, 32, 128, 128, 1), steps=8, replay_fn=fn, standard=True, state_dtype=sd, input_dtype=BF16,
+            out_dtype=BF16, device="cuda", gate=gate,
         )  # fmt: skip
         assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(sd, BF16, steps=8), r.problems
 
@@ -121,8 +158,9 @@ def test_corrupted_cursor_or_slot_touches_nothing_on_the_gpu(design):
         assert same_bits(x, y)
 
 
+@pytest.mark.parametrize("gate", ["kda", "gdn"])
 @pytest.mark.parametrize("design", ["two_walk", "two_tiles", "split_rows_walk", "split_overlap"])
-def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(design):
+def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(design, gate):
     """Capture one step, then change write_pos / force_flush in place between replays: each replay
     must equal an eager float64 reference step with the new values, per (row, head), in the output,
     the checkpoint and all three rings (strided state slots included; the gap stays untouched)."""
@@ -130,15 +168,18 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(design):
     p = Problem(6, 2, 4, 128, 128, 4, spare_slots=3)
     dev = "cuda"
     gen = torch.Generator().manual_seed(0)
-    w = random_weights(p, gen, dev, torch.float32)
-    mixed, a, b = random_token(p, gen, dev, BF16)
+    w = random_weights(p, gen, dev, torch.float32, gate=gate)
+    mixed, a, b = random_token(p, gen, dev, BF16, gate=gate)
     buf = torch.randn(p.num_slots, p.num_v_heads + 1, p.value_dim, p.key_dim, device=dev) * 0.3
     state = buf[:, 1:]  # a padded slot stride
     cache = ReplaySSMCache.allocate(
         num_slots=p.num_slots, batch=p.batch, num_q_heads=p.num_q_heads, num_v_heads=p.num_v_heads,
         key_dim=p.key_dim, value_dim=p.value_dim, cache_length=p.cache_length, cache_dtype=torch.float32, device=dev,
+        gate=gate,
     )  # fmt: skip
     rings = (cache.d_cache, cache.k_cache, cache.g_cache)
+    fn = helion_fused_recurrent_gdn_replayssm_decode if gate == "gdn" else helion_fused_recurrent_kda_replayssm_decode
+    tail = gate_args(True, None, gate)
     cache.d_cache.normal_(0, 0.1)
     cache.k_cache.normal_(0, 0.1)
     cache.g_cache.uniform_(-0.2, 0)
@@ -146,10 +187,11 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(design):
     force = torch.zeros(p.batch, device=dev, dtype=torch.int32)
     out = torch.empty(p.batch, 1, p.num_v_heads, p.value_dim, device=dev, dtype=torch.float32)
     call = functools.partial(
-        helion_fused_recurrent_kda_replayssm_decode, mixed, a, b, w.A_log, w.dt_bias, w.scale, state, *rings, out,
-        idx, cache.write_pos, force, True, None, check_values=False, launches=launches, config=config,
+        fn, mixed, a, b, w.A_log, w.dt_bias, w.scale, state, *rings, out, idx, cache.write_pos, force, *tail,
+        check_values=False, launches=launches, config=config,
     )  # fmt: skip
-    assert {x.name for x in plan_replayssm(*call.args, **call.keywords)} >= {"ring_weights", "state"}
+    plan_args = (*call.args[:15], None) if gate == "gdn" else call.args
+    assert {x.name for x in plan_replayssm(*plan_args, **call.keywords, gate=gate)} >= {"ring_weights", "state"}
     snapshot = [t.clone() for t in (buf, *rings)]
     call()  # compile outside the capture
     torch.cuda.synchronize()
@@ -163,9 +205,9 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(design):
         force.copy_(torch.tensor(ff, dtype=torch.int32))
         ref = [state.double().clone(), *(r.double().clone() for r in rings)]
         ref_out = torch.empty_like(out, dtype=torch.float64)
-        replayssm_decode_step(
+        reference_steps(gate)[1](
             mixed.double(), a.double(), b.double(), w.A_log.double(), w.dt_bias.double(), w.scale, ref[0], *ref[1:],
-            ref_out, idx, cache.write_pos, force, True, None,
+            ref_out, idx, cache.write_pos, force, *tail,
         )  # fmt: skip
         out.fill_(float("nan"))
         graph.replay()

@@ -13,6 +13,12 @@ Every implementation runs the same sweep in one process, on the same inputs:
 * ``sglang_triton_replayssm``  sglang's Triton ReplaySSM decode (``is_kda=True``, softplus gate only),
                            raw rings; both peers loaded by file path (``tools.peers``), skipped if absent
 
+Gated DeltaNet rows (``--gates gdn``, or a plan group's ``"gates"``; the CSV's ``gate`` column) time the
+same names on GDN's gate: our GDN kernels, FLA's ``fused_recurrent_gated_delta_rule`` (it has no state
+pool: it reads the slot set's contiguous ``[B, HV, V, K]`` view and writes its final state to its own
+float32 buffer, as many bytes as an in-place write with an fp32 state), and the Triton peer with
+``is_kda=False``; sglang's Helion peer is KDA only.
+
 Our ReplaySSM designs run once per ring format of ``--ring-formats`` (``replayssm_ref.formats``; a
 format the gate or L does not allow is skipped); every implementation takes the bounded gate of
 ``--lower-bound`` except the Triton peer.
@@ -56,7 +62,7 @@ def is_replayssm(impl: str) -> bool:
 
 CSV_COLUMNS = [
     "impl", "batch", "num_q_heads", "num_v_heads", "key_dim", "value_dim", "cache_length", "state_dtype",
-    "cache_dtype", "ring_format", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
+    "cache_dtype", "ring_format", "gate", "us_per_step", "us_p20", "us_p80", "model_bytes_per_step", "gbps_effective",
     "copy_gbps", "frac_of_copy", "steps_per_graph", "slot_sets", "device",
 ]  # fmt: skip
 
@@ -71,11 +77,14 @@ class Case:
     cache_length: int
     state_dtype: str
     cache_dtype: str
+    gate: str = "kda"
 
     def traffic(self, fmt: str = "raw") -> TrafficShape:
         es = DTYPES[self.state_dtype].itemsize
         ec = DTYPES[self.cache_dtype].itemsize
-        return TrafficShape(self.num_q_heads, self.num_v_heads, self.key_dim, self.value_dim, es, ec, ec, 2, 2, fmt)
+        return TrafficShape(
+            self.num_q_heads, self.num_v_heads, self.key_dim, self.value_dim, es, ec, ec, 2, 2, fmt, self.gate
+        )
 
 
 def cursor_schedule(batch: int, cache_length: int, device, shuffle_seed: int | None = None) -> list[torch.Tensor]:
@@ -135,8 +144,8 @@ class Workload:
         self.state = (torch.randn(slots, HV, V, K, device=device) * 0.1).to(sd)
         self.d_cache = (torch.randn(slots, HV, L, V, device=device) * 0.1).to(cd)
         self._rings = {}  # ring format -> (k_cache, g_cache), made on first use
-        self.weights = random_weights(p, gen, device, torch.float32)
-        self.tokens = [random_token(p, gen, device, torch.bfloat16) for _ in range(L)]  # rotated per step
+        self.weights = random_weights(p, gen, device, torch.float32, gate=case.gate)
+        self.tokens = [random_token(p, gen, device, torch.bfloat16, gate=case.gate) for _ in range(L)]  # per step
         self.indices = [
             torch.arange(s * case.batch, (s + 1) * case.batch, device=device, dtype=torch.int32) for s in range(sets)
         ]
@@ -152,7 +161,8 @@ class Workload:
             heads = f.key_heads(c.num_q_heads, c.num_v_heads)
             k = torch.randn(slots, heads, L, c.key_dim, device=self.device)
             k = torch.nn.functional.normalize(k, dim=-1).to(DTYPES[c.cache_dtype])
-            g = -torch.rand(slots, c.num_v_heads, L, c.key_dim, device=self.device) * 0.1
+            g = -torch.rand(slots, c.num_v_heads, L, c.key_dim if c.gate == "kda" else 1, device=self.device) * 0.1
+            g = g if c.gate == "kda" else g[..., 0]  # GDN: [slots, HV, L]
             g = (g.cumsum(2) if f.prefix_gate else g).to(f.gate_dtype or torch.float32)
             self._rings = {fmt: (k, g)}  # one format's rings at a time
         return self._rings[fmt]
@@ -164,15 +174,22 @@ class Workload:
 
         w, (mixed, a, b) = self.weights, self.tokens[t]
         kwargs = {"check_values": False, "config": config}
+        gdn = self.case.gate == "gdn"
+        tail = (True,) if gdn else (True, lower_bound)  # GDN's calls take no lower_bound
         if is_replayssm(impl):
             args = (
                 mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, *self.rings(fmt),
-                self.out, idx, self.cursors[t], None, True, lower_bound,
+                self.out, idx, self.cursors[t], None, *tail,
             )  # fmt: skip
-            kwargs |= {"launches": REPLAYSSM_LAUNCHES[impl], "ring_format": fmt}
+            kwargs |= {"launches": REPLAYSSM_LAUNCHES[impl]}
+            if gdn:
+                return decode.helion_fused_recurrent_gdn_replayssm_decode, _gdn(plan.plan_replayssm), args, kwargs
+            kwargs["ring_format"] = fmt
             return decode.helion_fused_recurrent_kda_replayssm_decode, plan.plan_replayssm, args, kwargs
         if impl == "standard_helion":
-            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, True, lower_bound)
+            args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.out, idx, *tail)
+            if gdn:
+                return decode.helion_fused_recurrent_gdn_packed_decode, _gdn(plan.plan_standard), args, kwargs
             return decode.helion_fused_recurrent_kda_packed_decode, plan.plan_standard, args, kwargs
         raise ValueError(f"unknown impl {impl!r}")
 
@@ -204,13 +221,20 @@ class Workload:
             args = (mixed, a, b, w.A_log, w.dt_bias, w.scale, self.state, self.d_cache, k_cache, g_cache, self.out,
                     idx, self.cursors[t], None, True, lower_bound)  # fmt: skip
             return functools.partial(fn, *args)
-        a3, dt2 = a.view(c.batch, c.num_v_heads, c.key_dim), w.dt_bias.view(c.num_v_heads, c.key_dim)
-        args = (mixed, a3, b, w.A_log, dt2, w.scale, self.state, self.d_cache, k_cache, g_cache, self.out, idx,
+        kda = c.gate == "kda"
+        if kda:  # GDN's a [B, HV] and dt_bias [HV] go as they are
+            a, dt = a.view(c.batch, c.num_v_heads, c.key_dim), w.dt_bias.view(c.num_v_heads, c.key_dim)
+        else:
+            dt = w.dt_bias
+        args = (mixed, a, b, w.A_log, dt, w.scale, self.state, self.d_cache, k_cache, g_cache, self.out, idx,
                 self.cursors[t], None, True)  # fmt: skip
-        return functools.partial(fn, *args, is_kda=True)
+        return functools.partial(fn, *args, is_kda=kda)
 
     def _fla_step(self, mixed, a, b, idx, lower_bound):
-        """FLA's recurrent KDA kernel as a single-token decode: T=1 per sequence via cu_seqlens."""
+        """FLA's recurrent KDA kernel as a single-token decode: T=1 per sequence via cu_seqlens (GDN:
+        :meth:`_fla_gdn_step`)."""
+        if self.case.gate == "gdn":
+            return self._fla_gdn_step(mixed, a, b, idx)
         from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
 
         c = self.case
@@ -233,6 +257,41 @@ class Workload:
             )  # fmt: skip
 
         return step
+
+    def _fla_gdn_step(self, mixed, a, b, idx):
+        """FLA's ``fused_recurrent_gated_delta_rule`` forward as a single-token decode. It has no state
+        pool: it reads the rows' states as one contiguous ``[B, HV, V, K]`` view (the bench's slot sets
+        are contiguous ranges, ``idx`` their first slot onwards) and writes the final states to a new
+        float32 buffer."""
+        from fla.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule_fwd
+
+        c = self.case
+        B, H, HV, K, V = c.batch, c.num_q_heads, c.num_v_heads, c.key_dim, c.value_dim
+        q = mixed[:, : H * K].reshape(1, B, H, K)
+        k = mixed[:, H * K : 2 * H * K].reshape(1, B, H, K)
+        v = mixed[:, 2 * H * K :].reshape(1, B, HV, V)
+        cu = torch.arange(B + 1, device=self.device, dtype=torch.long)
+        first = int(idx[0])  # the set's slots are first .. first + B - 1 (Workload.indices)
+        state = self.state[first : first + B]
+        w = self.weights
+
+        def step():
+            fused_recurrent_gated_delta_rule_fwd(
+                q=q, k=k, v=v, g=a.reshape(1, B, HV), beta=b.reshape(1, B, HV), A_log=w.A_log, dt_bias=w.dt_bias,
+                scale=w.scale, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
+                use_beta_sigmoid_in_kernel=True, state_v_first=True, cu_seqlens=cu,
+            )  # fmt: skip
+
+        return step
+
+
+def _gdn(planner):
+    """A planner called with a GDN entry point's arguments: KDA's positional ones and ``gate="gdn"``."""
+
+    def plan_gdn(*args, **kwargs):
+        return planner(*args, None, gate="gdn", **kwargs)  # lower_bound None: GDN's softplus gate
+
+    return plan_gdn
 
 
 def time_graph(launches, warmup_ms: int = 25, rep_ms: int = 200) -> tuple[float, float, float]:
@@ -263,10 +322,13 @@ def runs_of(case: Case, args, peer_fns: dict) -> list[tuple[str, str]]:
     the others with no format."""
     runs = []
     for impl in args.impls:
+        if case.gate == "gdn" and impl == "sglang_helion_replayssm":
+            continue  # a KDA kernel
         if impl in REPLAYSSM_LAUNCHES:
-            for fmt in args.ring_formats if case.cache_length > 1 else ["raw"]:
+            # GDN and L = 1 (the standard kernel, no ring) run the raw format only
+            for fmt in args.ring_formats if case.cache_length > 1 and case.gate == "kda" else ["raw"]:
                 try:
-                    ring_format(fmt).check_gate(args.lower_bound, case.cache_length)
+                    ring_format(fmt).check_gate(args.lower_bound if case.gate == "kda" else None, case.cache_length)
                 except ValueError:
                     continue
                 runs.append((impl, fmt))
@@ -284,10 +346,10 @@ def build_cases(args) -> list[Case]:
     cases = []
     for g in groups:
         pairs = [tuple(p) if not isinstance(p, str) else dtype_pair(p) for p in g["dtype_pairs"]]
-        for B, HV, gqa, L, (sd, cd), kv in itertools.product(
-            g["batch"], g["heads"], g["gqa"], g["cache_lengths"], pairs, g.get("dims", [128])
+        for gate, B, HV, gqa, L, (sd, cd), kv in itertools.product(
+            g.get("gates", ["kda"]), g["batch"], g["heads"], g["gqa"], g["cache_lengths"], pairs, g.get("dims", [128])
         ):
-            case = Case(B, HV // gqa, HV, kv, kv, L, sd, cd)
+            case = Case(B, HV // gqa, HV, kv, kv, L, sd, cd, gate)
             if HV % gqa == 0 and case not in cases:
                 cases.append(case)
     return cases
@@ -306,6 +368,10 @@ def parse_args(argv=None):
     ap.add_argument("--heads", type=int, nargs="+", default=[8, 16, 32, 64], help="HV values")
     ap.add_argument("--gqa", type=int, nargs="+", default=[1, 2], help="HV/H ratios")
     ap.add_argument("--dims", type=int, nargs="+", default=[128], help="K = V values")
+    ap.add_argument(
+        "--gates", nargs="+", choices=["kda", "gdn"], default=["kda"],
+        help="Kimi Delta Attention and/or Gated DeltaNet (GDN runs the softplus gate and the raw ring format)",
+    )  # fmt: skip
     ap.add_argument("--cache-lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="ring lengths L")
     ap.add_argument(
         "--dtype-pairs", type=dtype_pair, nargs="+",
@@ -410,13 +476,14 @@ def main(argv=None) -> int:
             work = Workload(case, sets, device, cursor_seed=args.cursor_seed)
             for impl, fmt in runs_of(case, args, peer_fns):
                 # Baselines do not depend on L or the ring dtype: time them once per shape, at L=1 sets.
-                key = (impl, case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.state_dtype)
+                key = (impl, case.gate, case.batch, case.num_q_heads, case.num_v_heads, case.key_dim, case.state_dtype)
                 if not is_replayssm(impl):
                     if key in seen_baselines:
                         continue
                     seen_baselines.add(key)
                 try:
-                    steps = work.steps(impl, fmt=fmt, lower_bound=args.lower_bound, peer=peer_fns.get(impl))
+                    lower_bound = args.lower_bound if case.gate == "kda" else None
+                    steps = work.steps(impl, fmt=fmt, lower_bound=lower_bound, peer=peer_fns.get(impl))
                     med, p20, p80 = time_graph(steps, rep_ms=args.rep_ms)
                 except Exception as exc:  # a failing impl is recorded, not hidden
                     print(f"{impl} {fmt} {case}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
@@ -430,13 +497,15 @@ def main(argv=None) -> int:
                         "cache_length": case.cache_length if is_replayssm(impl) else 0,
                         "state_dtype": case.state_dtype,
                         "cache_dtype": case.cache_dtype if is_replayssm(impl) else "", "ring_format": fmt,
+                        "gate": case.gate,
                         "us_per_step": med, "us_p20": p20, "us_p80": p80, "model_bytes_per_step": nbytes,
                         "gbps_effective": gbps, "copy_gbps": copy_gbps, "frac_of_copy": gbps / copy_gbps,
                         "steps_per_graph": sets * case.cache_length, "slot_sets": sets, "device": props.name,
                     }
                 )  # fmt: skip
                 print(
-                    f"{impl:24s} {fmt:10s} B={case.batch:<3d} H={case.num_q_heads:<2d} HV={case.num_v_heads:<2d} "
+                    f"{impl:24s} {case.gate} {fmt:10s} B={case.batch:<3d} H={case.num_q_heads:<2d} "
+                    f"HV={case.num_v_heads:<2d} "
                     f"K=V={case.key_dim} L={case.cache_length:<2d} {case.state_dtype}/{case.cache_dtype}: "
                     f"{med:8.2f} us/step  {gbps:6.0f} GB/s ({gbps / copy_gbps:.0%} of copy)",
                     flush=True,
