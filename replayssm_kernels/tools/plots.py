@@ -1,7 +1,7 @@
 """``python -m replayssm_kernels.tools.plots``: every figure and README table, drawn from the committed CSVs.
 
 For each device folder ``results/<device>/`` it draws ``bench/speedup.png``, ``bench/bandwidth.png`` and
-``bench/regime.png``
+``bench/regime.png`` (KDA; with Gated DeltaNet rows also ``*_gdn.png``)
 from ``bench/decode_throughput.csv`` and ``gpu_check/kernel_errors.png`` from
 ``gpu_check/kernel_errors.csv``, writes ``redesign/comparison.csv`` from the before/after timings
 there, and rewrites the README's generated block (between
@@ -25,9 +25,11 @@ from replayssm_ref.figures import RESULTS, finish, log2_x
 from replayssm_ref.traffic import TrafficShape, model_speedup
 
 README = RESULTS.parent / "README.md"
-HEADS, DIM = 32, 128  # the headline shape: H = HV = 32, K = V = 128, bf16 rings
+DIM = 128  # the headline shape: K = V = 128, bf16 rings, and per gate (H, HV):
+HEADLINE_HEADS = {"kda": (32, 32), "gdn": (16, 32)}  # Kimi Linear's; Qwen3-Next's
+GATE_NAMES = {"kda": "KDA", "gdn": "Gated DeltaNet"}
 STATE_DTYPES = ("float32", "bfloat16")
-BASELINES = {"standard_helion": "our standard decode", "fla_fused_recurrent": "FLA fused_recurrent_kda"}
+BASELINES = {"standard_helion": "our standard decode", "fla_fused_recurrent": "FLA fused_recurrent"}
 PEERS = {"sglang_helion_replayssm": "sglang Helion ReplaySSM", "sglang_triton_replayssm": "sglang Triton ReplaySSM"}
 FORMATS = ("raw", "bf16_gate", "predecayed")  # replayssm_ref.formats
 MARKERS = {"raw": "o", "bf16_gate": "s", "predecayed": "^"}
@@ -50,31 +52,53 @@ def gpu_name(csv: Path) -> str:
 
 
 def load_bench(csv: Path) -> pd.DataFrame:
-    """A sweep's rows; sweeps from before ring formats get ``ring_format`` raw on their ReplaySSM rows."""
+    """A sweep's rows; sweeps from before ring formats get ``ring_format`` raw on their ReplaySSM rows,
+    and sweeps from before Gated DeltaNet ``gate`` kda."""
     df = pd.read_csv(csv, keep_default_na=False)
     if "precision" in df:  # sweeps before the redesign also timed a "precise" mode, now gone
         df = df[df.precision.isin(["fast", ""])]
     fmt = df.ring_format if "ring_format" in df else pd.Series("", index=df.index)
-    return df.assign(ring_format=[f or ("raw" if c != "" else "") for f, c in zip(fmt, df.cache_dtype, strict=True)])
+    gate = [g or "kda" for g in df.gate] if "gate" in df else "kda"
+    return df.assign(
+        ring_format=[f or ("raw" if c != "" else "") for f, c in zip(fmt, df.cache_dtype, strict=True)], gate=gate
+    )
 
 
-def _headline_shape(df: pd.DataFrame) -> pd.DataFrame:
-    keep = (df.num_v_heads == HEADS) & (df.num_q_heads == HEADS) & (df.key_dim == DIM) & (df.value_dim == DIM)
+def gates_of(df: pd.DataFrame) -> list[str]:
+    """The gates a sweep has rows of, KDA first."""
+    return [g for g in GATE_NAMES if g in set(df.gate)]
+
+
+def _shape_label(gate: str) -> str:
+    h, hv = HEADLINE_HEADS[gate]
+    heads = f"H=HV={hv}" if h == hv else f"H={h}, HV={hv}"
+    return f"{GATE_NAMES[gate]}, {heads}, K=V={DIM}"
+
+
+def _headline_shape(df: pd.DataFrame, gate: str = "kda") -> pd.DataFrame:
+    h, hv = HEADLINE_HEADS[gate]
+    keep = (df.gate == gate) & (df.num_v_heads == hv) & (df.num_q_heads == h)
+    keep &= (df.key_dim == DIM) & (df.value_dim == DIM)
     return df[keep & df.cache_dtype.isin(["bfloat16", ""])]
 
 
-def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """ReplaySSM rows (every ring format) at the headline shape with ``x_<baseline>`` columns (baseline
-    time / ours), each baseline timed at the same batch and state dtype, and the bytes model's limit
-    ``x_model`` for the row's format."""
-    df = _headline_shape(df)
+def _model(gate: str, state_dtype: str, fmt: str, L: int) -> float:
+    h, hv = HEADLINE_HEADS[gate]
+    return model_speedup(TrafficShape(h, hv, DIM, DIM, SIZES[state_dtype], ring_format=fmt, gate=gate), L)
+
+
+def speedups(df: pd.DataFrame, gate: str = "kda") -> pd.DataFrame:
+    """ReplaySSM rows (every ring format) at the gate's headline shape with ``x_<baseline>`` columns
+    (baseline time / ours), each baseline timed at the same batch and state dtype, and the bytes model's
+    limit ``x_model`` for the row's format."""
+    df = _headline_shape(df, gate)
     rep = df[df.impl == "replayssm_helion"].copy()
     for base in BASELINES:
         b = df[df.impl == base][["batch", "state_dtype", "us_per_step"]].rename(columns={"us_per_step": base})
         rep = rep.merge(b, on=["batch", "state_dtype"], how="left")
         rep[f"x_{base}"] = rep[base] / rep.us_per_step
     rep["x_model"] = [
-        model_speedup(TrafficShape(HEADS, HEADS, DIM, DIM, state_bytes=SIZES[sd], ring_format=f or "raw"), L)
+        _model(gate, sd, f or "raw", L)
         for sd, L, f in zip(rep.state_dtype, rep.cache_length, rep.ring_format, strict=True)
     ]
     return rep
@@ -85,11 +109,11 @@ def best_format(sp: pd.DataFrame) -> pd.DataFrame:
     return sp.loc[sp.groupby(["batch", "state_dtype", "cache_length"]).us_per_step.idxmin()]
 
 
-def plot_speedup(df: pd.DataFrame, gpu: str, path=None):
+def plot_speedup(df: pd.DataFrame, gpu: str, path=None, gate: str = "kda"):
     """ReplaySSM's speedup over our standard decode vs ring length, one line per batch (the fastest ring
     format at each point, by marker), one panel per state dtype, the bytes model's limit of the leanest
     format dashed."""
-    sp = best_format(speedups(df))
+    sp = best_format(speedups(df, gate))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, sd in zip(axes, STATE_DTYPES, strict=True):
         g = sp[sp.state_dtype == sd]
@@ -99,8 +123,8 @@ def plot_speedup(df: pd.DataFrame, gpu: str, path=None):
             for fmt, gf in gb.groupby("ring_format"):
                 ax.scatter(gf.cache_length, gf.x_standard_helion, marker=MARKERS.get(fmt, "o"), color=f"C{i}", s=22)
         lengths = sorted(set(g.cache_length))
-        model = [max(model_speedup(TrafficShape(HEADS, HEADS, DIM, DIM, SIZES[sd], ring_format=f), L)
-                     for f in FORMATS if f != "predecayed" or L <= 17) for L in lengths]  # fmt: skip
+        formats = FORMATS if gate == "kda" else ("raw",)
+        model = [max(_model(gate, sd, f, L) for f in formats if f != "predecayed" or L <= 17) for L in lengths]
         ax.plot(lengths, model, "k--", lw=1, label="bytes model")
         ax.axhline(1.0, color="grey", lw=0.8)
         log2_x(ax, g.cache_length)
@@ -109,15 +133,15 @@ def plot_speedup(df: pd.DataFrame, gpu: str, path=None):
         axes[1].scatter([], [], marker=m, color="grey", label=f"{fmt} rings")
     axes[0].set_ylabel("× our standard decode (higher is faster)")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle(f"ReplaySSM speedup over standard decode, H=HV={HEADS}, K=V={DIM} ({gpu})")
+    fig.suptitle(f"ReplaySSM speedup over standard decode, {_shape_label(gate)} ({gpu})")
     return finish(fig, path)
 
 
-def plot_bandwidth(df: pd.DataFrame, gpu: str, path=None):
+def plot_bandwidth(df: pd.DataFrame, gpu: str, path=None, gate: str = "kda"):
     """Model bytes per second (each ring format's own model) as a share of the measured copy ceiling at
     the largest batch: one line per ring format by ring length, the baselines as horizontal lines; one
     panel per state dtype."""
-    df = _headline_shape(df)
+    df = _headline_shape(df, gate)
     df = df[df.batch == df.batch.max()]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, sd in zip(axes, STATE_DTYPES, strict=True):
@@ -134,14 +158,14 @@ def plot_bandwidth(df: pd.DataFrame, gpu: str, path=None):
         ax.set_title(f"{sd} state, bf16 rings")
     axes[0].set_ylabel("% of the copy ceiling (bytes model)")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle(f"Bandwidth at batch {df.batch.max()}, H=HV={HEADS}, K=V={DIM} ({gpu})")
+    fig.suptitle(f"Bandwidth at batch {df.batch.max()}, {_shape_label(gate)} ({gpu})")
     return finish(fig, path)
 
 
-def plot_regime(df: pd.DataFrame, gpu: str, path=None):
+def plot_regime(df: pd.DataFrame, gpu: str, path=None, gate: str = "kda"):
     """Where ReplaySSM wins: its speedup over our standard decode (fastest ring format) by batch and
     ring length, one panel per state dtype; green where it is faster."""
-    sp = best_format(speedups(df))
+    sp = best_format(speedups(df, gate))
     sp = sp[sp.cache_length >= 2]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     for ax, sd in zip(axes, STATE_DTYPES, strict=True):
@@ -159,24 +183,40 @@ def plot_regime(df: pd.DataFrame, gpu: str, path=None):
         ax.set_ylabel("batch")
         ax.set_title(f"{sd} state, bf16 rings")
         fig.colorbar(im, ax=ax, label="× our standard decode")
-    fig.suptitle(f"Where ReplaySSM wins, H=HV={HEADS}, K=V={DIM} ({gpu})")
+    fig.suptitle(f"Where ReplaySSM wins, {_shape_label(gate)} ({gpu})")
     return finish(fig, path)
 
 
+def load_errors(csv: Path) -> pd.DataFrame:
+    """A GPU check's rows. Checks from before Gated DeltaNet named the decay (softplus or bounded)
+    ``gate``: it becomes ``decay``, and ``gate`` kda; checks from before ring formats get raw."""
+    err = pd.read_csv(csv, keep_default_na=False)
+    if "decay" not in err:
+        err = err.assign(decay=err.get("gate", "softplus"), gate="kda")
+    if "ring_format" not in err:
+        err = err.assign(ring_format=["raw" if i == "replayssm_helion" else "" for i in err.impl])
+    return err
+
+
 def plot_kernel_errors(err: pd.DataFrame, gpu: str, path=None):
-    """Worst relative error (outputs and checkpoints) of the GPU check vs ring length, one line per ring
-    format, one panel per state/ring dtype pair, with the tolerance dashed."""
+    """Worst relative error (outputs and checkpoints) of the GPU check vs ring length, one line per gate
+    and ring format, one panel per state/ring dtype pair, with the tolerance dashed."""
     rep = err[err.impl == "replayssm_helion"]
     if "ring_format" not in rep:
         rep = rep.assign(ring_format="raw")
+    if "decay" not in rep:  # a frame read without load_errors
+        rep = rep.assign(gate="kda")
     pairs = sorted(rep.groupby(["state_dtype", "cache_dtype"]).groups)
     fig, axes = plt.subplots(1, len(pairs), figsize=(4 * len(pairs), 3.6), sharey=True, squeeze=False)
     for ax, (sd, cd) in zip(axes[0], pairs, strict=True):
         g = rep[(rep.state_dtype == sd) & (rep.cache_dtype == cd)]
-        for fmt, gf in g.groupby("ring_format"):
+        for (gate, fmt), gf in g.groupby(["gate", "ring_format"]):
             worst = gf.groupby("cache_length")[["max_out_rel", "max_state_rel", "tolerance"]].max().reset_index()
             worst["rel"] = worst[["max_out_rel", "max_state_rel"]].max(axis=1)
-            ax.plot(worst.cache_length, worst.rel, marker=MARKERS.get(fmt, "o"), label=fmt)
+            style = "-" if gate == "kda" else ":"
+            ax.plot(
+                worst.cache_length, worst.rel, style, marker=MARKERS.get(fmt, "o"), label=f"{GATE_NAMES[gate]}, {fmt}"
+            )
         tol = g.groupby("cache_length").tolerance.max()
         ax.plot(tol.index, tol.values, "k--", lw=0.8, label="tolerance")
         log2_x(ax, g.cache_length)
@@ -193,13 +233,18 @@ def _peer_best(df: pd.DataFrame, impl: str, batch: int, sd: str):
     return None if g.empty else g.loc[g.us_per_step.idxmin()]
 
 
-def headline_markdown(df: pd.DataFrame) -> str:
+def _num(x: float, digits: int) -> str:
+    """A table cell: the number, or a dash where the baseline was not timed."""
+    return "–" if not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def headline_markdown(df: pd.DataFrame, gate: str = "kda") -> str:
     """Per state dtype at the largest batch: the best ring length and format (L >= 2; at L = 1 the
     default design is the standard kernel), its time and ratios, and each peer at its own best L."""
-    sp = speedups(df)
+    sp = speedups(df, gate)
     batch = sp.batch.max()
     sp = sp[(sp.batch == batch) & (sp.cache_length >= 2)]
-    head = _headline_shape(df)
+    head = _headline_shape(df, gate)
     lines = [
         "| state | best L, rings | ReplaySSM (µs) | standard (µs) | FLA (µs) | × standard | × FLA | "
         + " | ".join(f"{label} (µs, L)" for label in PEERS.values())
@@ -216,17 +261,17 @@ def headline_markdown(df: pd.DataFrame) -> str:
             p = _peer_best(head, impl, batch, sd)
             peers.append("–" if p is None else f"{p.us_per_step:.1f} (L={p.cache_length})")
         lines.append(
-            f"| {sd} | L={r.cache_length}, {r.ring_format} | {r.us_per_step:.1f} | {r.standard_helion:.1f} | "
-            f"{r.fla_fused_recurrent:.1f} | {r.x_standard_helion:.2f} | {r.x_fla_fused_recurrent:.2f} | "
+            f"| {sd} | L={r.cache_length}, {r.ring_format} | {r.us_per_step:.1f} | {_num(r.standard_helion, 1)} | "
+            f"{_num(r.fla_fused_recurrent, 1)} | {_num(r.x_standard_helion, 2)} | {_num(r.x_fla_fused_recurrent, 2)} | "
             + " | ".join(peers)
             + f" | {100 * r.frac_of_copy:.0f}% | {r.x_model:.2f} |"
         )
     return "\n".join(lines)
 
 
-def batches_markdown(df: pd.DataFrame) -> str:
+def batches_markdown(df: pd.DataFrame, gate: str = "kda") -> str:
     """× our standard decode at the best ring length (L >= 2) and format per batch and state dtype."""
-    sp = speedups(df)
+    sp = speedups(df, gate)
     sp = sp[sp.cache_length >= 2]
     lines = ["| batch | " + " | ".join(f"{sd} state: best L, rings, ×" for sd in STATE_DTYPES) + " |", "|---|---|---|"]
     for batch, g in sp.groupby("batch"):
@@ -252,18 +297,23 @@ def results_markdown(folders: list[Path]) -> str:
             f"### {gpu_name(csv)}",
             "",
             f"Sweep of `{rel}/bench/` (revision {sha}, {env.get('utc_time', '?')[:10]}; copy ceiling "
-            f"{copy:.2f} TB/s measured in the same run). Batch {df.batch.max()}, H = HV = {HEADS}, K = V = {DIM}, "
-            "bf16 rings, the default design:",
-            "",
-            headline_markdown(df),
-            "",
-            "Best ring length per batch (rotated pools larger than L2):",
-            "",
-            batches_markdown(df),
-            "",
-            f"![speedup]({rel}/bench/speedup.png)",
+            f"{copy:.2f} TB/s measured in the same run); bf16 rings, the default design.",
             "",
         ]
+        for gate in gates_of(df):
+            suffix = "" if gate == "kda" else f"_{gate}"
+            parts += [
+                f"{_shape_label(gate)}, batch {df[df.gate == gate].batch.max()}:",
+                "",
+                headline_markdown(df, gate),
+                "",
+                "Best ring length per batch (rotated pools larger than L2):",
+                "",
+                batches_markdown(df, gate),
+                "",
+                f"![speedup]({rel}/bench/speedup{suffix}.png)",
+                "",
+            ]
     return "\n".join(parts)
 
 
@@ -296,15 +346,16 @@ def main(argv=None) -> int:
     for folder in folders:
         csv = folder / "bench" / "decode_throughput.csv"
         df, gpu = load_bench(csv), gpu_name(csv)
-        plt.close(plot_speedup(df, gpu, folder / "bench" / "speedup.png"))
-        plt.close(plot_bandwidth(df, gpu, folder / "bench" / "bandwidth.png"))
-        plt.close(plot_regime(df, gpu, folder / "bench" / "regime.png"))
+        for gate in gates_of(df):
+            suffix = "" if gate == "kda" else f"_{gate}"
+            for name, plot in (("speedup", plot_speedup), ("bandwidth", plot_bandwidth), ("regime", plot_regime)):
+                plt.close(plot(df, gpu, folder / "bench" / f"{name}{suffix}.png", gate=gate))
         comparison = redesign_comparison(folder)
         if comparison is not None:
             comparison.to_csv(folder / "redesign" / "comparison.csv", index=False)
         errors = folder / "gpu_check" / "kernel_errors.csv"
         if errors.exists():
-            err = pd.read_csv(errors, keep_default_na=False)
+            err = load_errors(errors)
             plt.close(plot_kernel_errors(err, gpu_name(errors), folder / "gpu_check" / "kernel_errors.png"))
         print(f"drew {folder.relative_to(RESULTS.parent)}")
     if not args.no_readme:
