@@ -112,9 +112,10 @@ def test_ring_of_one_runs_the_standard_kernel():
         plan_replayssm(*args, launches=1)
 
 
-def test_long_ring_L128():
+@pytest.mark.parametrize("gate", ["kda", "gdn"])
+def test_long_ring_L128(gate):
     p = Problem(2, 1, 2, 16, 16, 128)
-    check_sequence(p, design_fn("default"), steps=6, p_force=0.2, seed=1, warm=True, device=DEVICE)
+    check_sequence(p, design_fn("default", gate), steps=6, p_force=0.2, seed=1, warm=True, device=DEVICE, gate=gate)
 
 
 @pytest.mark.parametrize("design", list(DESIGNS))
