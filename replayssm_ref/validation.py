@@ -453,3 +453,182 @@ def check_kernel_support(shapes: DecodeShapes, initial_state: torch.Tensor, out:
     for name, n in (("K", shapes.key_dim), ("V", shapes.value_dim)):
         if not 16 <= n <= 256:
             _fail("initial_state", f"have {name} in [16, 256] for the Helion kernels", f"{name} = {n}")
+
+
+# ---- speculative decoding (replayssm_ref.spec) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecShapes:
+    """A verify's sizes: the decode step's, per draft, and the number of drafts ``T``."""
+
+    step: DecodeShapes  # of one draft (batch B)
+    num_drafts: int
+
+
+def _flat_drafts(name: str, t: torch.Tensor, batch: int, num_drafts: int, ndim: int) -> torch.Tensor:
+    """``t [B, T, ...]`` checked for its leading dims, as ``[B*T, ...]`` (a view where it can be)."""
+    if t.ndim != ndim or tuple(t.shape[:2]) != (batch, num_drafts):
+        _fail(name, f"have shape [B, T, ...] = [{batch}, {num_drafts}, ...] ({ndim}-D, T drafts per row)",
+              f"{t.ndim}-D shape {_shape(t)}")  # fmt: skip
+    return t.reshape(batch * num_drafts, *t.shape[2:])
+
+
+def validate_spec_verify_inputs(
+    mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, parents, *,
+    rings=None, write_pos=None, snapshots=None, lower_bound=None, check_values=False,
+) -> SpecShapes:  # fmt: skip
+    """Check a verify's inputs (``replayssm_ref.spec``): the drafts ``[B, T, ...]``, ``parents``, and
+    either the rings and cursors (ReplaySSM) or ``snapshots`` (the snapshot verify); each draft's
+    tensors as a decode step's. With ``check_values``: every parent earlier than its child, and
+    ``write_pos + T <= L`` (the capacity rule)."""
+    if mixed_qkv.ndim != 3:
+        _fail("mixed_qkv", "have shape [B, T, 2*H*K + HV*V] (T draft tokens per row)",
+              f"{mixed_qkv.ndim}-D shape {_shape(mixed_qkv)}")  # fmt: skip
+    batch, num_drafts = mixed_qkv.shape[:2]
+    if num_drafts < 1:
+        _fail("mixed_qkv", "hold at least one draft (T >= 1)", f"shape {_shape(mixed_qkv)}")
+    a_ndim = a.ndim if a.ndim in (3, 4) else 3
+    flat = {
+        "mixed_qkv": mixed_qkv.reshape(batch * num_drafts, -1) if mixed_qkv.stride(-1) == 1 else mixed_qkv[0],
+        "a": _flat_drafts("a", a, batch, num_drafts, a_ndim).contiguous(),
+        "b": _flat_drafts("b", b, batch, num_drafts, 3),
+        "out": _flat_drafts("out", out, batch, num_drafts, 4).unsqueeze(1),
+    }
+    if not out.is_contiguous():
+        _fail("out", "be contiguous", f"shape {_shape(out)} with strides {out.stride()}")
+    if ssm_state_indices.ndim != 1 or ssm_state_indices.shape[0] != batch:
+        _fail("ssm_state_indices", f"have shape [B] = [{batch}] (from mixed_qkv)", f"shape {_shape(ssm_state_indices)}")
+    step = validate_decode_inputs(
+        flat["mixed_qkv"], flat["a"], flat["b"], A_log, dt_bias, scale, initial_state, flat["out"],
+        ssm_state_indices.repeat_interleave(num_drafts),
+    )  # fmt: skip
+    step = DecodeShapes(batch, step.num_q_heads, step.num_v_heads, step.key_dim, step.value_dim,
+                        a.reshape(batch, num_drafts, -1), step.dt_bias)  # fmt: skip
+    if parents is not None:
+        if parents.dtype is not torch.int32 or tuple(parents.shape) != (batch, num_drafts):
+            _fail("parents", f"be an int32 tensor of shape [B, T] = [{batch}, {num_drafts}] (None: a chain)",
+                  f"{parents.dtype} of shape {_shape(parents)}")  # fmt: skip
+        if parents.device != mixed_qkv.device:
+            _fail("parents", f"be on mixed_qkv's device {mixed_qkv.device}", f"{parents.device}")
+    hv, v, k = step.num_v_heads, step.value_dim, step.key_dim
+    if snapshots is not None:
+        want = (batch, num_drafts, hv, v, k)
+        if tuple(snapshots.shape) != want or snapshots.dtype != initial_state.dtype:
+            _fail("snapshots", f"have shape [B, T, HV, V, K] = {list(want)} and initial_state's dtype "
+                  f"{initial_state.dtype}", f"{snapshots.dtype} of shape {_shape(snapshots)}")  # fmt: skip
+    cache_length = 0
+    if rings is not None:
+        d_cache, k_cache, g_cache = rings
+        if write_pos is None or write_pos.dtype is not torch.int32 or tuple(write_pos.shape) != (batch,):
+            got = "None" if write_pos is None else f"{write_pos.dtype} of shape {_shape(write_pos)}"
+            _fail("write_pos", f"be an int32 tensor of shape [B] = [{batch}]", got)
+        one = validate_replayssm_inputs(
+            flat["mixed_qkv"][:batch], flat["a"][:batch], flat["b"][:batch], A_log, dt_bias, scale, initial_state,
+            d_cache, k_cache, g_cache, flat["out"][:batch], ssm_state_indices, write_pos, None,
+            lower_bound=lower_bound,
+        )  # fmt: skip
+        cache_length = one.cache_length
+        if num_drafts > cache_length:
+            _fail(
+                "mixed_qkv",
+                f"hold at most L = {cache_length} drafts per row (the ring holds every draft's entry past the "
+                "committed ones)",
+                f"T = {num_drafts} (shape {_shape(mixed_qkv)})",
+                f"d_cache {_shape(d_cache)} has L = {cache_length}; allocate a longer ring or draft fewer tokens",
+            )
+    if should_check_values(check_values, mixed_qkv.device):
+        pools = {"initial_state": initial_state} | (
+            {} if rings is None else dict(zip(("d_cache", "k_cache", "g_cache"), rings, strict=True))
+        )
+        check_runtime_values(ssm_state_indices, pools, write_pos=write_pos, cache_length=cache_length or None)
+        if parents is not None:
+            _check_parents(parents)
+        if rings is not None:
+            _check_capacity(ssm_state_indices, write_pos, num_drafts, cache_length)
+    return SpecShapes(DecodeShapes(batch, step.num_q_heads, hv, k, v, step.a, step.dt_bias, cache_length), num_drafts)
+
+
+def _check_parents(parents: torch.Tensor) -> None:
+    p = parents.detach().cpu()
+    t = torch.arange(p.shape[1])[None, :]
+    bad = (p >= t) | (p < -1)
+    if bad.any():
+        row, node = (int(x) for x in bad.nonzero()[0])
+        _fail(
+            "parents", "name for every draft t a parent earlier than t (or -1: the committed state)",
+            f"parents[{row}, {node}] = {int(p[row, node])}", "a tree's nodes come in an order where parents go first",
+        )  # fmt: skip
+
+
+def _check_capacity(ssm_state_indices, write_pos, num_drafts: int, cache_length: int) -> None:
+    valid = ssm_state_indices.detach().cpu() >= 0
+    wp = write_pos.detach().cpu().long()
+    bad = valid & (wp + num_drafts > cache_length)
+    if bad.any():
+        rows = bad.nonzero().squeeze(1).tolist()
+        _fail("write_pos", f"leave room for T = {num_drafts} drafts: write_pos + T <= L = {cache_length}",
+              f"{wp[bad].tolist()} on rows {rows}",
+              "commit with the same T folds when the next window would not fit (replayssm_spec_commit)")  # fmt: skip
+
+
+def validate_spec_commit_inputs(
+    initial_state, rings, ssm_state_indices, write_pos, num_accepted, accepted_nodes, force_flush, num_drafts, *,
+    check_values=False,
+) -> int:  # fmt: skip
+    """Check a commit's inputs; return the ring length L. With ``check_values``: accept counts in
+    ``[0, T]``, each accepted path a root followed by children of the draft before (needs the verify's
+    ``parents``: checked by ``check_accepted_path``), cursors with room for the window."""
+    d_cache, k_cache, g_cache = rings
+    if not isinstance(num_drafts, int) or isinstance(num_drafts, bool) or num_drafts < 1:
+        _fail("num_drafts", "be a positive int (the T of the verify rounds)", f"{num_drafts!r}")
+    batch = ssm_state_indices.shape[0] if ssm_state_indices.ndim == 1 else -1
+    if initial_state.ndim != 4 or d_cache.ndim != 4 or k_cache.ndim != 4 or g_cache.ndim != 4:
+        _fail("initial_state", "be [slots, HV, V, K] with 4-D rings [slots, heads, L, dim]",
+              f"{_shape(initial_state)}, rings {_shape(d_cache)}, {_shape(k_cache)}, {_shape(g_cache)}")  # fmt: skip
+    cache_length = d_cache.shape[2]
+    if num_drafts > cache_length:
+        _fail("num_drafts", f"be at most L = {cache_length}", f"{num_drafts}")
+    for name, t in (("write_pos", write_pos), ("num_accepted", num_accepted), ("force_flush", force_flush)):
+        if t is None:
+            continue
+        if t.dtype is not torch.int32 or tuple(t.shape) != (batch,):
+            _fail(name, f"be an int32 tensor of shape [B] = [{batch}] (from ssm_state_indices)",
+                  f"{t.dtype} of shape {_shape(t)}")  # fmt: skip
+    if accepted_nodes is not None and (
+        accepted_nodes.dtype is not torch.int32 or tuple(accepted_nodes.shape) != (batch, num_drafts)
+    ):
+        _fail("accepted_nodes", f"be an int32 tensor of shape [B, T] = [{batch}, {num_drafts}] (None: a chain)",
+              f"{accepted_nodes.dtype} of shape {_shape(accepted_nodes)}")  # fmt: skip
+    if should_check_values(check_values, initial_state.device):
+        pools = {"initial_state": initial_state, "d_cache": d_cache, "k_cache": k_cache, "g_cache": g_cache}
+        check_runtime_values(ssm_state_indices, pools, write_pos=write_pos, cache_length=cache_length)
+        valid = ssm_state_indices.detach().cpu() >= 0
+        n = num_accepted.detach().cpu()
+        bad = valid & ((n < 0) | (n > num_drafts))
+        if bad.any():
+            _fail("num_accepted", f"lie in [0, T] = [0, {num_drafts}] on non-padding rows",
+                  f"{n[bad].tolist()} on rows {bad.nonzero().squeeze(1).tolist()}")  # fmt: skip
+        _check_capacity(ssm_state_indices, write_pos, num_drafts, cache_length)
+        if accepted_nodes is not None:
+            nodes = accepted_nodes.detach().cpu()
+            for row in valid.nonzero().squeeze(1).tolist():
+                path = nodes[row, : int(n[row])]
+                if ((path < 0) | (path >= num_drafts)).any() or (path[1:] <= path[:-1]).any():
+                    _fail("accepted_nodes", f"list row {row}'s accepted drafts root side first, increasing, in "
+                          f"[0, T)", f"{path.tolist()}")  # fmt: skip
+    return cache_length
+
+
+def check_accepted_path(accepted_nodes: torch.Tensor, num_accepted: torch.Tensor, parents: torch.Tensor) -> None:
+    """A ``ValueError`` unless each row's first ``num_accepted`` nodes form a path of ``parents``: a
+    root (parent -1), then each node a child of the one before. Reads device memory."""
+    nodes, n, par = accepted_nodes.cpu(), num_accepted.cpu(), parents.cpu()
+    for row in range(nodes.shape[0]):
+        prev = -1
+        for j in range(int(n[row])):
+            node = int(nodes[row, j])
+            if int(par[row, node]) != prev:
+                got = f"row {row}: node {node} after {prev}, but parents[{row}, {node}] = {int(par[row, node])}"
+                _fail("accepted_nodes", "follow parents from a root, each node a child of the one before", got)
+            prev = node
