@@ -14,6 +14,8 @@ The designs (``launches=`` of the decode call, ``kind`` of a table key):
 * ``"replayssm_split"`` (three launches): the same, with the flush rows' checkpoint write moved to a
   third launch, one program per (row, head, V tile), or ``flush_programs`` programs sharing the
   flushing rows' work.
+* ``"spec_verify"``, ``"spec_commit"``, ``"snapshot_verify"``: speculative decoding's state-side
+  launches (``replayssm_kernels.spec``), a Helion config each.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 
 import helion
 
-KINDS = ("standard", "replayssm", "replayssm_split")
+KINDS = ("standard", "replayssm", "replayssm_split", "spec_verify", "spec_commit", "snapshot_verify")
+OPTION_KINDS = ("replayssm", "replayssm_split")  # the others take a Helion config only
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,8 @@ class KernelOptions:
         if self.flush_overlap not in (0, 1, 2):
             raise ValueError(f"kernel option `flush_overlap` is 0, 1 or 2; got {self.flush_overlap}")
         set_ = {f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
-        if kind == "standard" and set_:
-            raise ValueError(f"the standard kernel takes no kernel options; got {sorted(set_)}")
+        if kind not in OPTION_KINDS and set_:
+            raise ValueError(f"the {kind} kernel takes no kernel options; got {sorted(set_)}")
         split_only = {"flush_block_v", "flush_warps", "flush_programs", "flush_overlap"} & set_
         if kind == "replayssm" and split_only:
             raise ValueError(f"kernel options {sorted(split_only)} are for three launches (replayssm_split) only")
