@@ -80,3 +80,40 @@ def test_generated_gdn_standard_code():
     r = run_sequence(p, steps=3, replay_fn=helion_fused_recurrent_gdn_packed_decode, standard=True,
                      state_dtype=torch.float32, gate="gdn")  # fmt: skip
     assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=3)
+
+
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+def test_generated_spec_verify_and_commit(tree):
+    """The generated code of the speculative verify (both launches) and commit (fold, tree moves, cursors)."""
+    from replayssm_kernels.spec import helion_kda_replayssm_spec_commit, helion_kda_replayssm_spec_verify
+    from replayssm_ref.spec_harness import run_spec_rounds
+
+    r = run_spec_rounds(
+        Problem(2, 1, 2, 16, 16, 4), num_drafts=2, rounds=4, tree=tree, seed=3,
+        verify_fn=helion_kda_replayssm_spec_verify, commit_fn=helion_kda_replayssm_spec_commit,
+        state_dtype=torch.float32,
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok and r.cursors_ok, r.problems
+    assert r.max_rel <= tolerance(torch.float32, steps=8) and r.folds + r.forced > 0
+
+
+def test_generated_snapshot_baseline():
+    from replayssm_kernels.spec import helion_kda_snapshot_spec_verify
+    from replayssm_ref.harness import head_errors, random_state, random_token, random_weights
+    from replayssm_ref.spec import recurrent_spec_verify
+    from replayssm_ref.spec_harness import binary_tree
+
+    p, T = Problem(2, 1, 2, 16, 16, 4), 3
+    gen = torch.Generator().manual_seed(0)
+    w = random_weights(p, gen, "cpu")
+    drafts = [random_token(p, gen, "cpu", torch.float32) for _ in range(T)]
+    mixed, a, b = (torch.stack([d[i] for d in drafts], 1) for i in range(3))
+    S = random_state(p, gen, torch.arange(2), "cpu", torch.float32)
+    idx, parents = torch.tensor([1, 0], dtype=torch.int32), binary_tree(2, T)
+    out, snaps = torch.empty(2, T, 2, 16), torch.empty(2, T, 2, 16, 16)
+    out64, snaps64 = out.double(), snaps.double()
+    helion_kda_snapshot_spec_verify(mixed, a, b, w.A_log, w.dt_bias, w.scale, S, out, idx, snaps, parents, True)
+    recurrent_spec_verify(mixed.double(), a.double(), b.double(), w.A_log.double(), w.dt_bias.double(), w.scale,
+                          S.double(), out64, idx, snaps64, parents, True)  # fmt: skip
+    assert head_errors(out.flatten(0, 1), out64.flatten(0, 1))[0] <= tolerance(torch.float32, steps=T)
+    assert head_errors(snaps.flatten(0, 1), snaps64.flatten(0, 1))[0] <= tolerance(torch.float32, steps=T)
