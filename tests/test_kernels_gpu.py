@@ -216,3 +216,88 @@ def test_cuda_graph_replay_with_device_side_cursor_and_flush_changes(design, gat
             rel, _ = head_errors(got.nan_to_num(1e30), want.nan_to_num(1e30))
             assert rel < 1e-4, (wp, ff, rel)
         assert same_bits(buf[:, 0], snapshot[0][:, 0])  # the gap of the strided buffer
+
+
+# ---- speculative decoding ------------------------------------------------------------------------------
+
+
+@DTYPES
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+@pytest.mark.parametrize(("T", "L"), [(4, 16), (8, 8), (2, 5)])
+def test_spec_rounds_match_float64(T, L, tree, state_dtype):
+    """Verify + commit rounds (the default tables), K = V = 128, H = 16, HV = 32, bf16 rings and inputs."""
+    from replayssm_kernels.spec import helion_kda_replayssm_spec_commit, helion_kda_replayssm_spec_verify
+    from replayssm_ref.spec_harness import run_spec_rounds
+
+    r = run_spec_rounds(
+        Problem(8, 16, 32, 128, 128, L), num_drafts=T, rounds=10, tree=tree, seed=T, p_force=0.2,
+        verify_fn=helion_kda_replayssm_spec_verify, commit_fn=helion_kda_replayssm_spec_commit,
+        state_dtype=state_dtype, cache_dtype=BF16, device="cuda",
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok and r.cursors_ok, r.problems
+    assert r.max_rel <= tolerance(state_dtype, BF16, steps=10 * T), (r.out_rel, r.state_rel)
+
+
+class GraphedRounds:
+    """``verify_fn`` / ``commit_fn`` for ``run_spec_rounds`` that replay CUDA graphs captured at the first
+    round: each round's drafts, padding, accept counts, paths and forced flushes are copied into the
+    graphs' input buffers on the device; nothing else changes between replays."""
+
+    def __init__(self):
+        self.verify_graph = self.commit_graph = None
+
+    def verify(self, mixed, a, b, A_log, dt_bias, scale, S, d, k, g, out, idx, wp, parents, l2, lb):
+        from replayssm_kernels.spec import helion_kda_replayssm_spec_verify as verify
+
+        fresh = (mixed, a, b, idx, parents)
+        if self.verify_graph is None:
+            self.v_in, self.v_out = [x.clone() for x in fresh], out.clone()
+            m, a_, b_, i_, p_ = self.v_in
+
+            def call():
+                verify(m, a_, b_, A_log, dt_bias, scale, S, d, k, g, self.v_out, i_, wp, p_, l2, lb, check_values=False)
+
+            call()  # compiles; writes what the replay below writes again
+            torch.cuda.synchronize()
+            self.verify_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.verify_graph):
+                call()
+        for buf, x in zip(self.v_in, fresh, strict=True):
+            buf.copy_(x)
+        self.verify_graph.replay()
+        out.copy_(self.v_out)
+
+    def commit(self, S, d, k, g, idx, wp, n, nodes, force, *, num_drafts):
+        from replayssm_kernels.spec import helion_kda_replayssm_spec_commit as commit
+
+        fresh = (idx, n, force) + ((nodes,) if nodes is not None else ())
+        if self.commit_graph is None:
+            self.c_in = [x.clone() for x in fresh]
+            i_, n_, f_, *nd = self.c_in
+            scratch = [x.clone() for x in (S, d, k, g, wp)]  # compile on copies: a commit is not idempotent
+            commit(*scratch[:4], i_, scratch[4], n_, nd[0] if nd else None, f_, num_drafts=num_drafts,
+                   check_values=False)  # fmt: skip
+            torch.cuda.synchronize()
+            self.commit_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.commit_graph):
+                commit(S, d, k, g, i_, wp, n_, nd[0] if nd else None, f_, num_drafts=num_drafts, check_values=False)
+        for buf, x in zip(self.c_in, fresh, strict=True):
+            buf.copy_(x)
+        self.commit_graph.replay()
+
+
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+def test_spec_cuda_graph_replays_100_rounds(tree):
+    """100 rounds of verify + commit replayed from CUDA graphs, with random accept counts, paths,
+    padding and forced flushes as device tensors, against single-token float64 decode steps."""
+    from replayssm_ref.spec_harness import run_spec_rounds
+
+    graphs = GraphedRounds()
+    r = run_spec_rounds(
+        Problem(6, 2, 4, 128, 128, 8), num_drafts=3, rounds=100, tree=tree, seed=11, p_force=0.1,
+        verify_fn=graphs.verify, commit_fn=graphs.commit, state_dtype=torch.float32, device="cuda",
+    )  # fmt: skip
+    assert not r.nonfinite and r.untouched_ok and r.cursors_ok, r.problems
+    assert r.state_rel <= 1e-5, r.state_rel  # committed states: the issue's bound for fp32
+    assert r.out_rel <= tolerance(torch.float32, steps=300), r.out_rel
+    assert r.folds > 10 and r.accepted > 100
