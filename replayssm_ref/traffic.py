@@ -112,3 +112,37 @@ def model_speedup(t: TrafficShape, cache_length: int) -> float:
     L = cache_length
     cycle = sum(_replay_head_bytes(t, c, c == L - 1) for c in range(L)) / L
     return 2 * t.state_head_bytes / cycle
+
+
+def spec_round_bytes(t: TrafficShape, cache_length: int, num_drafts: int, accepts) -> dict[str, float]:
+    """Bytes per row and round of speculative decoding (``replayssm_ref.spec``), averaged over the rounds
+    of ``accepts`` (a list per row of each round's accepted drafts), raw ring format. Per value head,
+    ``Sb`` one state head, ``E`` one ring entry:
+
+    * ``replayssm``: verify reads ``Sb`` and the ``c`` live entries and writes ``T`` entries; commit
+      moves a tree's accepted entries (``2 n E``, counted for chains and trees alike: an upper bound)
+      or, when the next window would not fit, folds (reads ``Sb`` and ``c + n`` entries, writes ``Sb``);
+    * ``snapshot``: verify reads ``Sb`` and writes ``T Sb``; commit reads and writes ``Sb`` when ``n > 0``;
+    * ``peer_commit`` (sglang's KDA commit, every round with ``n > 0``): reads ``Sb`` and ``n`` entries,
+      writes ``Sb``.
+
+    Inputs and outputs of the ``T`` drafts (``io_bytes`` each) are added to the verifies."""
+    L, T, Sb, E = cache_length, num_drafts, t.state_head_bytes, t.entry_read_bytes
+    io = T * io_bytes(t)
+    total = {"replayssm": 0.0, "snapshot": 0.0, "peer_commit": 0.0}
+    rounds = 0
+    for row in accepts:
+        c = 0
+        for n in row:
+            replay = Sb + c * E + T * t.entry_write_bytes
+            if c + n + T > L:
+                replay += 2 * Sb + (c + n) * E
+                c = 0
+            else:
+                replay += 2 * n * E
+                c += n
+            total["replayssm"] += t.num_v_heads * replay + io
+            total["snapshot"] += t.num_v_heads * (Sb + T * Sb + (2 * Sb if n > 0 else 0)) + io
+            total["peer_commit"] += t.num_v_heads * ((2 * Sb + n * E) if n > 0 else 0)
+            rounds += 1
+    return {k: v / max(rounds, 1) for k, v in total.items()}

@@ -216,7 +216,7 @@ def test_options_reject_unknown_and_conflicting_fields():
     assert entry.config.block_sizes == [128, 64] and entry.options.k_stages == 3
 
 
-@pytest.mark.parametrize("tool", ["bench", "tune", "gpu_check", "profile", "codegen", "ceiling", "plots"])
+@pytest.mark.parametrize("tool", ["bench", "spec_bench", "tune", "gpu_check", "profile", "codegen", "ceiling", "plots"])
 def test_every_tool_is_a_documented_command(tool, capsys):
     """Each measuring tool is ``python -m replayssm_kernels.tools.<tool>`` and every option has help."""
     import importlib
@@ -311,3 +311,22 @@ def test_bench_steps_run_for_each_gate(gate):
         (16, 32),
         (32, 32),
     }
+
+
+@pytest.mark.skipif(os.environ.get("HELION_INTERPRET") != "1", reason="runs the kernels: needs HELION_INTERPRET=1")
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+def test_spec_bench_rounds_run_and_keep_the_contract(tree):
+    """The spec benchmark's own rounds (ours and the snapshot baseline) on a tiny case: accept counts
+    within the tree's depth, cursors within the ring, and the bytes model's ReplaySSM below snapshots."""
+    from replayssm_kernels.tools.spec_bench import SpecWorkload, tree_depth
+    from replayssm_ref.traffic import TrafficShape, spec_round_bytes
+
+    work = SpecWorkload(2, 4, tree, "float32", 6, sets=2, rounds=3, rate=0.6, device="cpu", heads=2, dim=16)
+    assert int(work.accepts.max()) <= (tree_depth(work.parents[0]) if tree else 4)
+    for impl in ("replayssm_spec", "snapshot_spec"):
+        for fn in work.round_fns(impl):
+            fn()
+        assert torch.isfinite(work.state).all() and torch.isfinite(work.out.float()).all()
+    assert all(((wp >= 0) & (wp + 4 <= 6)).all() for wp in work.write_pos)
+    model = spec_round_bytes(TrafficShape(32, 32, 128, 128), 16, 4, work.accepts.T.tolist())
+    assert model["replayssm"] < model["snapshot"] / 2

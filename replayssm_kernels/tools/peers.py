@@ -8,6 +8,8 @@
   (from ``helion/kda_decode.py``); both files are loaded from the same folder and stand in for them.
 * ``linear/fused_recurrent_linear_replayssm.py``: the gate-generic Triton decode (``is_kda=True``), an
   older revision without pre-decayed keys or the bounded gate (softplus only).
+* ``linear/kda_replayssm_spec_decode.py``: the Triton KDA speculative commit (``commit_kda_replayssm_spec``:
+  folds each round's accepted drafts into the checkpoint; chains only).
 
 A peer whose files are absent is ``None``: the benchmark skips it.
 """
@@ -57,3 +59,11 @@ def sglang_triton(peers: Path = DEFAULT_DIR) -> Callable | None:
     if not path.exists():
         return None
     return _load("sglang_peer_triton_replayssm", path).fused_recurrent_linear_replayssm_decode
+
+
+def sglang_kda_spec_commit(peers: Path = DEFAULT_DIR) -> Callable | None:
+    """``commit_kda_replayssm_spec`` of sglang (the commit half of its KDA speculative decoding), or None."""
+    path = peers / "linear" / "kda_replayssm_spec_decode.py"
+    if not path.exists():
+        return None
+    return _load("sglang_peer_kda_spec_commit", path).commit_kda_replayssm_spec
