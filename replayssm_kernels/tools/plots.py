@@ -284,6 +284,53 @@ def batches_markdown(df: pd.DataFrame, gate: str = "kda") -> str:
     return "\n".join(lines)
 
 
+def load_spec(csv: Path) -> pd.DataFrame:
+    return pd.read_csv(csv, keep_default_na=False)
+
+
+def spec_speedups(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (batch, T, draft shape, state dtype): our round and the snapshot round, and their ratio."""
+    keys = ["batch", "num_drafts", "tree", "state_dtype"]
+    ours = df[df.impl == "replayssm_spec"].set_index(keys).us_per_round.rename("replayssm_us")
+    snap = df[df.impl == "snapshot_spec"].set_index(keys).us_per_round.rename("snapshot_us")
+    table = pd.concat([ours, snap], axis=1).dropna().reset_index()
+    table["x_snapshot"] = table.snapshot_us / table.replayssm_us
+    return table
+
+
+def plot_spec_speedup(df: pd.DataFrame, gpu: str, path=None):
+    """Verify + commit per round: the snapshot baseline's time over ours, by batch, one line per
+    (T, draft shape), one panel per state dtype."""
+    sp = spec_speedups(df)
+    dtypes = [d for d in STATE_DTYPES if d in set(sp.state_dtype)]
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(5 * len(dtypes), 3.6), sharey=True, squeeze=False)
+    for ax, sd in zip(axes[0], dtypes, strict=True):
+        g = sp[sp.state_dtype == sd]
+        for i, ((T, tree), gt) in enumerate(g.groupby(["num_drafts", "tree"])):
+            gt = gt.sort_values("batch")
+            ax.plot(gt.batch, gt.x_snapshot, "o-" if not tree else "s--", color=f"C{i}",
+                    label=f"T={T}, {'tree' if tree else 'chain'}")  # fmt: skip
+        ax.axhline(1.0, color="grey", lw=0.8)
+        log2_x(ax, g.batch, label="batch")
+        ax.set_title(f"{sd} state, bf16 rings", fontsize=10)
+    axes[0][0].set_ylabel("× our snapshot verify + commit")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle(f"Speculative decoding per round, ReplaySSM vs snapshots, HV=32, K=V=128 ({gpu})", fontsize=10)
+    return finish(fig, path)
+
+
+def spec_markdown(df: pd.DataFrame) -> str:
+    sp = spec_speedups(df)
+    lines = ["| batch | T | drafts | state | ReplaySSM (µs/round) | snapshots (µs/round) | × snapshots |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in sp.sort_values(
+        ["state_dtype", "num_drafts", "tree", "batch"], ascending=[False, True, True, False]
+    ).itertuples():
+        lines.append(f"| {r.batch} | {r.num_drafts} | {'tree' if r.tree else 'chain'} | {r.state_dtype} | "
+                     f"{r.replayssm_us:.1f} | {r.snapshot_us:.1f} | {r.x_snapshot:.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def results_markdown(folders: list[Path]) -> str:
     parts = []
     for folder in folders:
@@ -312,6 +359,14 @@ def results_markdown(folders: list[Path]) -> str:
                 batches_markdown(df, gate),
                 "",
                 f"![speedup]({rel}/bench/speedup{suffix}.png)",
+                "",
+            ]
+        spec = folder / "spec" / "spec_rounds.csv"
+        if spec.exists():
+            parts += [
+                "Speculative decoding per round (verify + commit; `spec/`):",
+                "",
+                spec_markdown(load_spec(spec)),
                 "",
             ]
     return "\n".join(parts)
@@ -350,6 +405,9 @@ def main(argv=None) -> int:
             suffix = "" if gate == "kda" else f"_{gate}"
             for name, plot in (("speedup", plot_speedup), ("bandwidth", plot_bandwidth), ("regime", plot_regime)):
                 plt.close(plot(df, gpu, folder / "bench" / f"{name}{suffix}.png", gate=gate))
+        spec = folder / "spec" / "spec_rounds.csv"
+        if spec.exists():
+            plt.close(plot_spec_speedup(load_spec(spec), gpu_name(spec), folder / "spec" / "speedup.png"))
         comparison = redesign_comparison(folder)
         if comparison is not None:
             comparison.to_csv(folder / "redesign" / "comparison.csv", index=False)
