@@ -69,7 +69,10 @@ def plan_spec_verify(
         torch.empty(B, HV, 2, T, T, **f32),
     )
     num_slots = _num_slots(initial_state, d_cache, k_cache, g_cache)
-    common = {"ssm_state_indices": ssm_state_indices, "write_pos": write_pos, "num_slots": num_slots, "T": T}
+    common = {
+        "ssm_state_indices": ssm_state_indices, "write_pos": write_pos, "num_slots": num_slots, "T": T,
+        "TP": 1 << (T - 1).bit_length(),
+    }  # fmt: skip
     weights = SpecWeightsArgs(
         q_view=q, k_view=k, a4=a4, A_log=A_log, dt2=dt2, parents=parents, k_cache=k_cache, g_cache=g_cache,
         coef=coef, xs=xs, path=path, scale=float(scale), HPQ=shapes.heads_per_q, CH=ring_chunk(L, 8),

@@ -88,13 +88,13 @@ def test_generated_spec_verify_and_commit(tree):
     from replayssm_kernels.spec import helion_kda_replayssm_spec_commit, helion_kda_replayssm_spec_verify
     from replayssm_ref.spec_harness import run_spec_rounds
 
-    r = run_spec_rounds(
-        Problem(2, 1, 2, 16, 16, 4), num_drafts=2, rounds=4, tree=tree, seed=3,
+    r = run_spec_rounds(  # T = 3: the draft axis padded to a power of two (a GPU compile once failed on it)
+        Problem(2, 1, 2, 16, 16, 5), num_drafts=3, rounds=4, tree=tree, seed=3,
         verify_fn=helion_kda_replayssm_spec_verify, commit_fn=helion_kda_replayssm_spec_commit,
         state_dtype=torch.float32,
     )  # fmt: skip
     assert not r.nonfinite and r.untouched_ok and r.cursors_ok, r.problems
-    assert r.max_rel <= tolerance(torch.float32, steps=8) and r.folds + r.forced > 0
+    assert r.max_rel <= tolerance(torch.float32, steps=12) and r.folds + r.forced > 0
 
 
 def test_generated_snapshot_baseline():

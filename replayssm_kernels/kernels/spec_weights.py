@@ -52,6 +52,7 @@ def spec_weights_body(
     BOUNDED: hl.constexpr,
     HPQ: hl.constexpr,  # value heads per q/k head
     T: hl.constexpr,  # drafts per row
+    TP: hl.constexpr,  # T rounded up to a power of two (the draft axis of a tile; drafts >= T masked)
     CH: hl.constexpr,  # ring positions per unrolled chunk (divides L)
 ) -> torch.Tensor:
     B = q_view.size(0)
@@ -63,19 +64,21 @@ def spec_weights_body(
         j = tile_j.begin
         h = j // HPQ
         valid, slot, c = spec_row(ssm_state_indices, write_pos, num_slots, row, tile_b, L, T)
-        drafts = hl.arange(T)
+        drafts = hl.arange(TP)
+        real = drafts < T  # [TP]
         chans = hl.arange(K)
-        q = hl.load(q_view, [row, drafts, h, chans]).to(torch.float32)  # [T, K]
-        k = hl.load(k_view, [row, drafts, h, chans]).to(torch.float32)
+        real_k = real[:, None] & (chans[None, :] >= 0)  # [TP, K]
+        q = hl.load(q_view, [row, drafts, h, chans], extra_mask=real_k).to(torch.float32)  # [TP, K]
+        k = hl.load(k_view, [row, drafts, h, chans], extra_mask=real_k).to(torch.float32)
         q = q * (l2_scale(q, USE_L2NORM, rows=True) * scale)
         k = k * l2_scale(k, USE_L2NORM, rows=True)
-        g = gate(hl.load(a4, [row, drafts, j, chans]), hl.load(dt2, [j, chans])[None, :], A_log[j], lower_bound,
-                 BOUNDED)  # fmt: skip
-        par = hl.load(parents, [row, drafts])  # [T]
+        g = gate(hl.load(a4, [row, drafts, j, chans], extra_mask=real_k), hl.load(dt2, [j, chans])[None, :], A_log[j],
+                 lower_bound, BOUNDED)  # fmt: skip
+        par = hl.load(parents, [row, drafts], extra_mask=real)  # [TP]
 
         # G (log decay summed along each draft's path) and the ancestor masks, parents first
-        G = hl.zeros([T, K], dtype=torch.float32)
-        anc = hl.zeros([T, T], dtype=torch.float32)  # anc[t, i] = 1: draft i on the path to t (t included)
+        G = hl.zeros([TP, K], dtype=torch.float32)
+        anc = hl.zeros([TP, TP], dtype=torch.float32)  # anc[t, i] = 1: draft i on the path to t (t included)
         for t in hl.static_range(T):
             is_t = (drafts == t).to(torch.float32)  # [T]
             p_t = (par * (drafts == t).to(torch.int32)).sum(0)  # draft t's parent, -1 for a root
@@ -96,12 +99,12 @@ def spec_weights_body(
                 kappa = hl.load(k_cache, [slot, h, i, chans], extra_mask=live).to(torch.float32).sum(0)
                 gamma = hl.load(g_cache, [slot, j, i, chans], extra_mask=live).to(torch.float32).sum(0)
                 w = torch.exp(newer) * kappa  # W_i kappa_i, [K]
-                hl.store(coef, [row, j, i, drafts], (eq * w[None, :]).sum(1))
-                hl.store(coef, [row, j, i, drafts + T], (ek * w[None, :]).sum(1))
+                hl.store(coef, [row, j, i, drafts], (eq * w[None, :]).sum(1), extra_mask=real)
+                hl.store(coef, [row, j, i, drafts + T], (ek * w[None, :]).sum(1), extra_mask=real)
                 newer = newer + gamma
         total = torch.exp(newer)  # e^Gamma
-        hl.store(xs, [row, j, drafts, chans], eq * total[None, :])
-        hl.store(xs, [row, j, drafts + T, chans], ek * total[None, :])
+        hl.store(xs, [row, j, drafts, chans], eq * total[None, :], extra_mask=real_k)
+        hl.store(xs, [row, j, drafts + T, chans], ek * total[None, :], extra_mask=real_k)
 
         # the path scalars, one ancestor column at a time
         for i2 in hl.static_range(T):
@@ -111,14 +114,14 @@ def spec_weights_body(
             G_i = (G * is_i[:, None]).sum(0)
             k_i = (k * is_i[:, None]).sum(0)
             decayed = torch.exp(torch.where(on_path[:, None] > 0, G - G_i[None, :], G * 0)) * k_i[None, :]  # [T, K]
-            hl.store(path, [row, j, 0, drafts, i2], strict * (decayed * k).sum(1))
-            hl.store(path, [row, j, 1, drafts, i2], on_path * (decayed * q).sum(1))
+            hl.store(path, [row, j, 0, drafts, i2], strict * (decayed * k).sum(1), extra_mask=real)
+            hl.store(path, [row, j, 1, drafts, i2], on_path * (decayed * q).sum(1), extra_mask=real)
 
         # every draft's k (once per q/k head, by its first value head) and g at c + t
         if valid:
             pos = c + drafts
-            hl.store(g_cache, [slot, j, pos, chans], g[None, :, :].to(g_cache.dtype))
-            first = (hl.zeros([1, T, K], dtype=torch.int32) + j) % HPQ == 0
+            hl.store(g_cache, [slot, j, pos, chans], g[None, :, :].to(g_cache.dtype), extra_mask=real_k[None, :, :])
+            first = ((hl.zeros([1, TP, K], dtype=torch.int32) + j) % HPQ == 0) & real_k[None, :, :]
             hl.store(k_cache, [slot, h, pos, chans], k[None, :, :].to(k_cache.dtype), extra_mask=first)
     return coef
 
