@@ -77,8 +77,8 @@ _ = plot_ring_occupancy(trace, L, path=OUT / "ring_occupancy.png")
 # `E = V·s_d + 4K + K·s_k/hpq` bytes, the cycle average is `V·K·s_S·(1 + 1/L) + E·(L/2 + 1/2 − 1/L)`
 # against `2·V·K·s_S` for standard decode: the checkpoint is read every step but written once per
 # cycle, while the ring replay grows with `L`. The optimum is near `L* = sqrt(2(V·K·s_S − E)/E)`.
-# Leaner ring formats (`replayssm_ref.formats`) shrink `E`: a bf16 gate ring (`bf16_gate`), or keys
-# stored pre-decayed per value head with one prefix sum read per step (`predecayed`, bounded gate).
+# A leaner ring format (`replayssm_ref.formats`) shrinks `E`: keys stored pre-decayed per value head
+# with one prefix sum read per step (`predecayed`, bounded gate).
 # GDN's entry holds one gate value (`4K` becomes `4`).
 
 # %%
@@ -86,7 +86,7 @@ frames = []
 for gate in GATES:
     h, hv = GATE_HEADS[gate]
     shape = TrafficShape(h, hv, 128, 128, gate=gate)
-    frame = bytes_model_frame([1, 2, 4, 8, 16, 32], shape, ring_formats=["raw", "bf16_gate", "predecayed"])
+    frame = bytes_model_frame([1, 2, 4, 8, 16, 32], shape, ring_formats=["raw", "predecayed"])
     frames.append(frame.assign(num_q_heads=h, num_v_heads=hv))
     suffix = "" if gate == "kda" else f"_{gate}"
     _ = plot_bytes_model(frame, path=OUT / f"bytes_model{suffix}.png", title=f"{gate.upper()}, H={h}, HV={hv}, K=V=128")

@@ -32,7 +32,7 @@ HEADS = [(1, 1), (2, 4)] if SMOKE else [(1, 1), (2, 4), (4, 16)]  # (H, HV)
 KERNEL_LENGTHS = [4] if SMOKE else [1, 4, 8, 16]
 DRIFT_STEPS = 64 if SMOKE else 4096
 DRIFT_LENGTHS = [1, 8] if SMOKE else [1, 8, 64]
-RING_FORMATS = ["raw", "bf16_gate", "predecayed"]  # replayssm_ref.formats
+RING_FORMATS = ["raw", "predecayed"]  # replayssm_ref.formats
 LOWER_BOUND = -5.0  # KDA's bounded gate (the predecayed format needs it; None: softplus, which it cannot hold)
 GATES = ["kda", "gdn"]  # KDA, and Gated DeltaNet (its softplus per-head gate, raw rings)
 

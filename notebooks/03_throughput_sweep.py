@@ -25,7 +25,7 @@ import os
 SMOKE = os.environ.get("REPLAYSSM_SMOKE") == "1"
 RERUN_SWEEP = False
 SWEEP_ARGS = ["--plan", "replayssm_kernels/sweeps/full.json", "--max-sets", "16", "--rep-ms", "30",
-              "--ring-formats", "raw", "bf16_gate", "predecayed"]  # fmt: skip
+              "--ring-formats", "raw", "predecayed"]  # fmt: skip
 GATES = ["kda", "gdn"]  # the sweep's KDA and Gated DeltaNet rows, where it has them
 
 # %%

@@ -67,7 +67,7 @@ def helion_fused_recurrent_kda_replayssm_decode(
     ``dt_bias [HV K]`` or ``[HV, K]``, ``initial_state [slots, HV, V, K]``, ``d_cache [slots, HV, L, V]``,
     ``k_cache [slots, H, L, K]``, ``g_cache [slots, HV, L, K]`` (fp32), ``out [B, 1, HV, V]``,
     ``ssm_state_indices``, ``write_pos`` and ``force_flush`` ``[B]`` int32. ``ring_format`` names what
-    the rings hold (``replayssm_ref.formats``: ``raw``, the seed's and the default; ``bf16_gate``;
+    the rings hold (``replayssm_ref.formats``: ``raw``, the seed's and the default;
     ``predecayed``, whose ``k_cache`` is ``[slots, HV, L, K]``); allocate them with ``ReplaySSMCache``.
 
     A row whose slot is negative (padding) or outside the pools, or whose cursor is outside

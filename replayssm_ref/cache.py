@@ -18,7 +18,7 @@ class ReplaySSMCache:
     d_cache    [slots, HV, L, V]   deltas u, in ``cache_dtype``
     k_cache    [slots, H,  L, K]   keys, one per q/k head, in ``cache_dtype`` (``predecayed``: [slots, HV, L, K])
     g_cache    [slots, HV, L, K]   per-channel log decays, float32 (float64 for a float64 cache;
-                                   ``bf16_gate``: bfloat16; ``predecayed``: their prefix sums)
+                                   ``predecayed``: their prefix sums)
                                    (``gate="gdn"``: [slots, HV, L], one per value head)
     write_pos  [batch] int32       committed entries per *row* (not per slot), starts at 0
 
@@ -59,7 +59,7 @@ class ReplaySSMCache:
             raise ValueError(f"num_v_heads ({num_v_heads}) must be a multiple of num_q_heads ({num_q_heads})")
         if cache_length < 1:
             raise ValueError(f"cache_length must be at least 1; got {cache_length}")
-        g_dtype = fmt.gate_dtype or (torch.float64 if cache_dtype is torch.float64 else torch.float32)
+        g_dtype = torch.float64 if cache_dtype is torch.float64 else torch.float32
 
         def ring(heads, dim, dtype):
             shape = (num_slots, heads, cache_length) + ((dim,) if dim else ())

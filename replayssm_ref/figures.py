@@ -127,7 +127,7 @@ def bytes_model_frame(lengths, shape: TrafficShape | None = None, ring_formats=(
 def plot_bytes_model(frame: pd.DataFrame, path=None, title="HV=32, K=V=128"):
     fig, ax = plt.subplots(figsize=(9, 3.6))
     rep = frame[frame.impl == "replayssm"]
-    styles = {"raw": "o-", "bf16_gate": "s:", "predecayed": "^-."}
+    styles = {"raw": "o-", "predecayed": "^-."}
     for i, (sd, gs) in enumerate(rep.groupby("state_dtype")):
         for fmt, g in gs.groupby("ring_format"):
             ax.plot(g.cache_length, g.bytes_per_row / 1e6, styles.get(fmt, "o-"), color=f"C{i}",
@@ -168,8 +168,7 @@ def error_sweep(
         n = steps or 2 * L + 3
         r = run_sequence(p, steps=n, seed=seed + L, state_dtype=DTYPES[name], device=device, warm=True,
                          ring_format=fmt, lower_bound=bound, gate=gate, **kw)  # fmt: skip
-        gate_dtype = ring_format(fmt).gate_dtype
-        tol = tolerance(DTYPES[name], *([gate_dtype] if gate_dtype is not None else []), steps=n)
+        tol = tolerance(DTYPES[name], steps=n)
         rows.append({"impl": label, "gate": gate, "ring_format": fmt, "cache_length": L, "num_q_heads": h,
                      "num_v_heads": hv, "state_dtype": name, "steps": n, "rel_err_out": r.max_out_rel,
                      "rel_err_state": r.max_state_rel, "max_abs": r.max_abs, "tolerance": tol,

@@ -188,10 +188,8 @@ ReplayFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
 def _float64_copies(state_and_rings) -> list[torch.Tensor]:
-    """Float64 copies of a state and its rings for the reference, except a 16-bit gate ring (the last):
-    its dtype is part of the ring format, so it stays as it is."""
-    *head, g = state_and_rings
-    return [t.to(torch.float64, copy=True) for t in head] + [g.clone() if g.dtype.itemsize < 4 else g.double()]
+    """Float64 copies of a state and its rings for the reference."""
+    return [t.to(torch.float64, copy=True) for t in state_and_rings]
 
 
 def reference_steps(gate: str) -> tuple[Callable, Callable]:

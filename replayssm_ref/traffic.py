@@ -4,7 +4,7 @@ Per row and value head, with state element size ``s_S``, ring element sizes ``s_
 ``hpq = HV / H`` value heads sharing one key ring (``replayssm_ref.formats`` for the formats) and
 ``G`` log decays per entry (K for KDA, 1 for GDN: ``replayssm_ref.gates``):
 
-    raw, bf16_gate   an entry read or written: E = V*s_d + G*s_g + K*s_k/hpq
+    raw              an entry read or written: E = V*s_d + G*s_g + K*s_k/hpq
     predecayed       an entry read: E_r = V*s_d + K*s_k (keys per value head, no gate);
                      written: E_r + 4*K (the prefix sum P_c); plus one gate entry read (4*K) when c > 0
     standard         2*V*K*s_S                             (read + write the state)
@@ -49,10 +49,7 @@ class TrafficShape:
     def state_head_bytes(self) -> int:
         return self.value_dim * self.key_dim * self.state_bytes
 
-    @property
-    def gate_bytes(self) -> int:
-        fmt = _ring_format(self.ring_format)
-        return fmt.gate_dtype.itemsize if fmt.gate_dtype is not None else 4
+    gate_bytes = 4  # a gate ring element: float32 log decays (or their prefix sums)
 
     @property
     def entry_read_bytes(self) -> float:

@@ -12,7 +12,7 @@ Layouts (``B`` rows, ``H`` q/k heads, ``HV`` value heads, ``K`` key dim, ``V`` v
     k_cache            [slots, H,  L, K]     ring of (normalised) keys, one per q/k head
                                              (``predecayed`` format: [slots, HV, L, K])
     g_cache            [slots, HV, L, K]     ring of per-channel log decays, float32
-                                             (``bf16_gate``: bfloat16; ``predecayed``: prefix sums;
+                                             (``predecayed``: prefix sums;
                                              GDN: [slots, HV, L], one per value head)
     out                [B, 1, HV, V]         contiguous
     ssm_state_indices  [B] integer           slot per row, negative = padding
@@ -344,17 +344,11 @@ def validate_replayssm_inputs(
         _fail("g_cache", f"have shape [slots, HV, L, K] = [*, {hv}, {cache_length}, {k}]", _shape(g_cache), hint)
     allowed_g = fmt.gate_dtypes(initial_state.dtype)
     if g_cache.dtype not in allowed_g:
-        if fmt.gate_dtype is None:
-            hint = "log decays summed over the ring lose too much in 16 bits"
-            if g_cache.dtype is torch.bfloat16 and gate == "kda":
-                hint += "; a bfloat16 gate ring is ring_format='bf16_gate'"
-        else:
-            hint = f"ring_format={fmt.name!r} keeps its gate ring in {fmt.gate_dtype}; float32 is ring_format='raw'"
         _fail(
             "g_cache",
             " or ".join(str(d) for d in allowed_g).join(("have dtype ", f" in ring_format={fmt.name!r}")),
             f"{g_cache.dtype}",
-            hint,
+            "log decays summed over the ring lose too much in 16 bits",
         )
     fmt.check_gate(lower_bound, cache_length)
 

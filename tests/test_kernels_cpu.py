@@ -50,7 +50,7 @@ def test_predecayed_format_in_each_design(design):
 
 
 @pytest.mark.parametrize("p", GRID[::2], ids=Problem.label)
-@pytest.mark.parametrize("ring_format", ["bf16_gate", "predecayed"])
+@pytest.mark.parametrize("ring_format", ["predecayed"])
 def test_formats_over_ring_lengths(ring_format, p):
     check_sequence(
         p, design_fn("default"), steps=9, p_force=0.2, seed=p.cache_length, warm=True, lower_bound=-3.0,

@@ -31,11 +31,10 @@ def test_generated_code_of_each_design(design):
         ("two_walk", "predecayed"),
         ("split_programs", "predecayed"),
         ("split_overlap", "predecayed"),
-        ("two_walk", "bf16_gate"),
     ],  # fmt: skip
 )
 def test_generated_code_of_each_ring_format(design, ring_format):
-    """Predecayed keys through the walked flush, own tiles and launch 1's weights; a bf16 gate ring."""
+    """Predecayed keys through the walked flush, own tiles and launch 1's weights."""
     p = Problem(3, 1, 2, 16, 32, 4)
     check_sequence(
         p, design_fn(design), steps=5, p_force=0.3, seed=2, warm=True, lower_bound=-3.0, ring_format=ring_format

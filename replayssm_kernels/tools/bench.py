@@ -163,7 +163,7 @@ class Workload:
             k = torch.nn.functional.normalize(k, dim=-1).to(DTYPES[c.cache_dtype])
             g = -torch.rand(slots, c.num_v_heads, L, c.key_dim if c.gate == "kda" else 1, device=self.device) * 0.1
             g = g if c.gate == "kda" else g[..., 0]  # GDN: [slots, HV, L]
-            g = (g.cumsum(2) if f.prefix_gate else g).to(f.gate_dtype or torch.float32)
+            g = (g.cumsum(2) if f.prefix_gate else g).to(torch.float32)
             self._rings = {fmt: (k, g)}  # one format's rings at a time
         return self._rings[fmt]
 

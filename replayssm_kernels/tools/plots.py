@@ -31,8 +31,8 @@ GATE_NAMES = {"kda": "KDA", "gdn": "Gated DeltaNet"}
 STATE_DTYPES = ("float32", "bfloat16")
 BASELINES = {"standard_helion": "our standard decode", "fla_fused_recurrent": "FLA fused_recurrent"}
 PEERS = {"sglang_helion_replayssm": "sglang Helion", "sglang_triton_replayssm": "sglang Triton"}  # ReplaySSM peers
-FORMATS = ("raw", "bf16_gate", "predecayed")  # replayssm_ref.formats
-MARKERS = {"raw": "o", "bf16_gate": "s", "predecayed": "^"}
+FORMATS = ("raw", "predecayed")  # replayssm_ref.formats
+MARKERS = {"raw": "o", "bf16_gate": "s", "predecayed": "^"}  # bf16_gate: sweeps from before its deletion
 SIZES = {"float32": 4, "bfloat16": 2}
 
 
