@@ -50,8 +50,19 @@ MUTANTS = {
         "k_c = k_view[row, h, tile_fk].to(torch.float32)",
     ),
     "standard_without_decay": (K + "standard.py", ".to(torch.float32) * torch.exp(g)[None, :]", ".to(torch.float32)"),
+    "gdn_gate_read_per_channel": (K + "common.py", "else channels) * 0", "else channels)"),
+    "spec_path_without_decay": (
+        K + "spec_weights.py", "on_path[:, None] > 0, G - G_i[None, :], G * 0", "on_path[:, None] > 0, G * 0, G * 0"
+    ),
+    "spec_verify_reads_stale": (
+        K + "spec_state.py", "hl.tile(0, c, block_size=RB)", "hl.tile(0, c + 1, block_size=RB)"
+    ),
+    "spec_tree_entries_not_moved": (K + "spec_commit.py", "dst = c + tile_m.index", "dst = src"),
+    "spec_cursor_folds_early": (
+        K + "spec_cursor.py", "fold = c + n + T > cache_length", "fold = c + n + T >= cache_length"
+    ),
 }  # fmt: skip
-TESTS = ["tests/test_kernels_cpu.py"]
+TESTS = ["tests/test_kernels_cpu.py", "tests/test_spec_kernels_cpu.py"]
 
 
 def run_mutant(name: str, path: str, old: str, new: str) -> tuple[bool, float]:
