@@ -130,12 +130,12 @@ def _num_slots(*pools: torch.Tensor) -> int:
     return min(t.size(0) for t in pools)
 
 
-def _gate_fields(lower_bound, use_qk_l2norm_in_kernel, shapes: DecodeShapes) -> dict:
+def gate_fields(lower_bound, use_qk_l2norm_in_kernel) -> dict:
+    """The token-gate arguments every body that computes a gate takes (also ``replayssm_kernels.spec``)."""
     return {
         "lower_bound": 0.0 if lower_bound is None else float(lower_bound),
         "USE_L2NORM": bool(use_qk_l2norm_in_kernel),
         "BOUNDED": lower_bound is not None,
-        "HEAD_GATE": shapes.gate == "gdn",
     }
 
 
@@ -166,7 +166,7 @@ def _standard_plan(
         q_view=q_view, k_view=k_view, v_view=v_view, a3=a3, b=b, A_log=A_log, dt2=dt2,
         initial_state=initial_state, out=out, ssm_state_indices=ssm_state_indices, write_pos=write_pos,
         num_slots=num_slots, scale=float(scale), HPQ=shapes.heads_per_q, HAS_CURSOR=write_pos is not None,
-        **_gate_fields(lower_bound, use_qk_l2norm_in_kernel, shapes),
+        **gate_fields(lower_bound, use_qk_l2norm_in_kernel), HEAD_GATE=shapes.gate == "gdn",
     )  # fmt: skip
     return [Launch("standard", standard_body, entry.config, args)]
 
@@ -256,7 +256,7 @@ def plan_replayssm(
         "HPQ": shapes.heads_per_q, "PREDECAYED": predecayed,
     }  # fmt: skip
     g_walk = None if predecayed else g_cache  # what a flush that reads the ring itself takes
-    gate_kw = _gate_fields(lower_bound, use_qk_l2norm_in_kernel, shapes)
+    gate_kw = gate_fields(lower_bound, use_qk_l2norm_in_kernel) | {"HEAD_GATE": shapes.gate == "gdn"}
     ch = ring_chunk(L, opts.ring_chunk)
 
     weights_fields = {"block_sizes": [], "num_warps": 1, "num_stages": 1}

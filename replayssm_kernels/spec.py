@@ -25,7 +25,7 @@ from .kernels.spec_cursor import SpecCursorArgs, spec_cursor_body
 from .kernels.spec_state import SpecStateArgs, spec_state_body
 from .kernels.spec_weights import SpecWeightsArgs, spec_weights_body
 from .options import split_entry
-from .plan import Launch, _num_slots, ring_chunk, run_launches
+from .plan import Launch, _num_slots, gate_fields, ring_chunk, run_launches
 
 RING_TILE = 16  # ring positions per tile of d in the verify's state launch
 
@@ -42,11 +42,6 @@ def _draft_views(mixed_qkv, a, dt_bias, shapes, T):
     k = mixed_qkv[..., H * K : 2 * H * K].unflatten(2, (H, K))
     v = mixed_qkv[..., 2 * H * K :].unflatten(2, (HV, V))
     return q, k, v, a.reshape(B, T, HV, K), dt_bias.reshape(HV, K)
-
-
-def _gate_fields(lower_bound, l2norm) -> dict:
-    bounded = lower_bound is not None
-    return {"lower_bound": float(lower_bound) if bounded else 0.0, "USE_L2NORM": bool(l2norm), "BOUNDED": bounded}
 
 
 def plan_spec_verify(
@@ -76,7 +71,7 @@ def plan_spec_verify(
     weights = SpecWeightsArgs(
         q_view=q, k_view=k, a4=a4, A_log=A_log, dt2=dt2, parents=parents, k_cache=k_cache, g_cache=g_cache,
         coef=coef, xs=xs, path=path, scale=float(scale), HPQ=shapes.heads_per_q, CH=ring_chunk(L, 8),
-        **common, **_gate_fields(lower_bound, use_qk_l2norm_in_kernel),
+        **common, **gate_fields(lower_bound, use_qk_l2norm_in_kernel),
     )  # fmt: skip
     entry = _entry("spec_verify", config, mixed_qkv.device, initial_state.dtype, K, V, L)
     state = SpecStateArgs(
@@ -221,7 +216,7 @@ def plan_snapshot_verify(
         q_view=q, k_view=k, v_view=v, a4=a4, b=b, A_log=A_log, dt2=dt2, parents=parents, initial_state=initial_state,
         snapshots=snapshots, out=out, ssm_state_indices=ssm_state_indices, num_slots=initial_state.shape[0],
         scale=float(scale), HPQ=shapes.heads_per_q, T=T, CHAIN=parents is None,
-        **_gate_fields(lower_bound, use_qk_l2norm_in_kernel),
+        **gate_fields(lower_bound, use_qk_l2norm_in_kernel),
     )  # fmt: skip
     return [Launch("snapshot_verify", snapshot_verify_body, entry.config, args)]
 
