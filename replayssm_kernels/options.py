@@ -11,6 +11,8 @@ The designs (``launches=`` of the decode call, ``kind`` of a table key):
 * ``"standard"``: the standard decode kernel, one launch (also ReplaySSM at L = 1).
 * ``"replayssm"`` (two launches): the ring weights (launch 1), then the state launch, which writes
   the output, appends ``d`` and, on flush rows, rewrites the checkpoint.
+* ``"replayssm_fused"`` (one launch, ``kernels.fused``): every program computes its own ring
+  coefficients; for rings whose entry weights need no per-channel work (GDN, the predecayed format).
 * ``"replayssm_split"`` (three launches): the same, with the flush rows' checkpoint write moved to a
   third launch, one program per (row, head, V tile), or ``flush_programs`` programs sharing the
   flushing rows' work.
@@ -25,8 +27,8 @@ from dataclasses import dataclass
 
 import helion
 
-KINDS = ("standard", "replayssm", "replayssm_split", "spec_verify", "spec_commit", "snapshot_verify")
-OPTION_KINDS = ("replayssm", "replayssm_split")  # the others take a Helion config only
+KINDS = ("standard", "replayssm", "replayssm_fused", "replayssm_split", "spec_verify", "spec_commit", "snapshot_verify")
+OPTION_KINDS = ("replayssm", "replayssm_fused", "replayssm_split")  # the others take a Helion config only
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,10 @@ class KernelOptions:
         set_ = {f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
         if kind not in OPTION_KINDS and set_:
             raise ValueError(f"the {kind} kernel takes no kernel options; got {sorted(set_)}")
+        fused_has = {"ring_chunk", "k_stages", "flush_block_k"}
+        if kind == "replayssm_fused" and set_ - fused_has:
+            raise ValueError(f"kernel options {sorted(set_ - fused_has)} are not the one-launch design's (it takes "
+                             f"{sorted(fused_has)})")  # fmt: skip
         split_only = {"flush_block_v", "flush_warps", "flush_programs", "flush_overlap"} & set_
         if kind == "replayssm" and split_only:
             raise ValueError(f"kernel options {sorted(split_only)} are for three launches (replayssm_split) only")

@@ -6,7 +6,8 @@ entry, and build each launch's argument record by name. ``run_launches`` runs a 
 tools (``replayssm_kernels.tools``) time, profile and compile the same records.
 
 Designs (``launches=``): ``0`` the standard kernel (L = 1 only, where every step flushes from an
-empty ring); ``2`` ring weights, then state with the flush; ``3`` ring weights, state, then the flush
+empty ring); ``1`` one fused launch (``kernels.fused``: GDN or the predecayed format only); ``2``
+ring weights, then state with the flush; ``3`` ring weights, state, then the flush
 rows' checkpoints (per row, or ``flush_programs`` programs over the flushing rows, optionally beside
 the state launch on a second stream); ``None`` picks 0 at L = 1, else 3 from the device table's
 ``split_flush_from_l`` on and 2 below it.
@@ -34,19 +35,20 @@ from .configs import load_entry, ring_block, split_flush_from
 from .kernels.common import DOT_MIN
 from .kernels.flush import FlushArgs, flush_body
 from .kernels.flush_rows import MAX_BATCH, FlushRowsArgs, flush_rows_body
+from .kernels.fused import FUSED_RING_TILE, FusedArgs, fused_body
 from .kernels.ring_weights import RingWeightsArgs, ring_weights_body
 from .kernels.standard import StandardArgs, standard_body
 from .kernels.state import RING_TILE, StateArgs, state_body
 from .options import Entry, KernelOptions, split_entry
 
-LAUNCH_KINDS = {0: "standard", 2: "replayssm", 3: "replayssm_split"}  # launches= -> table kind
+LAUNCH_KINDS = {0: "standard", 1: "replayssm_fused", 2: "replayssm", 3: "replayssm_split"}  # launches= -> table kind
 
 
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch of a decode step: its name, body, fixed Helion config and argument record."""
 
-    name: str  # "ring_weights", "state", "flush", "flush_rows" or "standard"
+    name: str  # "ring_weights", "state", "flush", "flush_rows", "fused" or "standard"
     body: Callable
     config: helion.Config | None  # None: Helion autotunes (the tuner's --search helion only)
     args: object  # the body's *Args record
@@ -213,9 +215,9 @@ def plan_replayssm(
         launches = default_launches(shapes.cache_length, mixed_qkv.device)
     if launches not in LAUNCH_KINDS:
         raise ValueError(
-            "`launches` must be None (the device's default), 2 (ring weights, then state), 3 (ring weights, "
-            "state, then the flush rows' checkpoints) or 0 (the standard kernel, cache_length 1 only); "
-            f"got {launches!r}"
+            "`launches` must be None (the device's default), 1 (one fused launch: GDN or the predecayed "
+            "format), 2 (ring weights, then state), 3 (ring weights, state, then the flush rows' checkpoints) "
+            f"or 0 (the standard kernel, cache_length 1 only); got {launches!r}"
         )
     num_slots = _num_slots(initial_state, d_cache, k_cache, g_cache)
     if launches == 0:
@@ -230,6 +232,13 @@ def plan_replayssm(
         return _standard_plan(
             mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
             use_qk_l2norm_in_kernel, lower_bound, shapes, config, num_slots, write_pos,
+        )  # fmt: skip
+
+    if launches == 1:
+        return _fused_plan(
+            mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out,
+            ssm_state_indices, write_pos, force_flush, use_qk_l2norm_in_kernel, lower_bound, shapes, predecayed,
+            config, num_slots,
         )  # fmt: skip
 
     split = launches == 3
@@ -299,6 +308,38 @@ def plan_replayssm(
         )  # fmt: skip
         plan.append(Launch("flush", flush_body, flush_config, flush))
     return plan
+
+
+def _fused_plan(
+    mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, d_cache, k_cache, g_cache, out, ssm_state_indices,
+    write_pos, force_flush, use_qk_l2norm_in_kernel, lower_bound, shapes, predecayed, config, num_slots,
+) -> list[Launch]:  # fmt: skip
+    """The one launch of ``launches=1`` (``kernels.fused``)."""
+    if not (predecayed or shapes.gate == "gdn"):
+        raise ValueError(
+            "`launches=1` (one fused launch) serves rings whose entry weights need no per-channel work: "
+            "Gated DeltaNet, or KDA with ring_format='predecayed'; KDA's raw ring needs launch 1's weights: "
+            "use launches=None, 2 or 3"
+        )
+    entry = _resolve("replayssm_fused", config, mixed_qkv.device, initial_state.dtype, shapes)
+    opts, L, K = entry.options, shapes.cache_length, shapes.key_dim
+    once = ring_block(L) <= FUSED_RING_TILE
+    fields = dict(entry.config)
+    stages = [0] * (6 - once)  # [grid, ring tiles (not once), K chunks, flush K steps, flush ring, append]
+    stages[2 - once] = opts.k_stages
+    if max(stages) > 1:
+        fields["range_num_stages"] = stages
+    q_view, k_view, v_view, a3, dt2 = _views(mixed_qkv, a, dt_bias, shapes)
+    args = FusedArgs(
+        q_view=q_view, k_view=k_view, v_view=v_view, a3=a3, b=b, A_log=A_log, dt2=dt2, initial_state=initial_state,
+        state_out=initial_state, d_cache=d_cache, k_cache=k_cache, g_cache=g_cache, out=out,
+        ssm_state_indices=ssm_state_indices, write_pos=write_pos, force_flush=force_flush, num_slots=num_slots,
+        scale=float(scale), **gate_fields(lower_bound, use_qk_l2norm_in_kernel), HAS_FORCE=force_flush is not None,
+        HPQ=shapes.heads_per_q, RB=min(ring_block(L), FUSED_RING_TILE), LB=ring_block(L), RING_ONCE=once,
+        CH=ring_chunk(L, opts.ring_chunk), FK=min(opts.flush_block_k, K), PREDECAYED=predecayed,
+        HEAD_GATE=shapes.gate == "gdn",
+    )  # fmt: skip
+    return [Launch("fused", fused_body, helion.Config(**fields), args)]
 
 
 @functools.cache

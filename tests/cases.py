@@ -52,11 +52,13 @@ DESIGNS = {
         },
     ),  # fmt: skip
 }
+# One launch (kernels.fused): GDN and the predecayed format only (KDA's raw ring needs launch 1)
+SCALAR_DESIGNS = {"fused": (1, SCALED)}
 
 
 def design_fn(name: str, gate: str = "kda", **kwargs):
     """The design's decode call for ``gate`` (``"gdn"``: the Gated DeltaNet entry point)."""
-    launches, config = DESIGNS[name]
+    launches, config = (DESIGNS | SCALAR_DESIGNS)[name]
     fn = helion_fused_recurrent_gdn_replayssm_decode if gate == "gdn" else helion_fused_recurrent_kda_replayssm_decode
     return functools.partial(fn, launches=launches, config=config, **kwargs)
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 import torch
-from cases import DESIGNS, check_corrupted_rows, check_sequence, design_fn, step_args
+from cases import DESIGNS, SCALAR_DESIGNS, check_corrupted_rows, check_sequence, design_fn, step_args
 
 from replayssm_kernels import (
     helion_fused_recurrent_gdn_packed_decode,
@@ -38,7 +38,7 @@ def test_design_matches_reference(design, p):
     check_sequence(p, design_fn(design), steps=9, p_force=0.2, seed=p.cache_length, warm=True, device=DEVICE)
 
 
-@pytest.mark.parametrize("design", list(DESIGNS))
+@pytest.mark.parametrize("design", [*DESIGNS, *SCALAR_DESIGNS])
 def test_predecayed_format_in_each_design(design):
     """Predecayed keys in every flush path (walked, own tiles, launch 1's weights), GQA 2 (keys per value
     head), a bounded gate whose prefix sums reach (L - 1) |lower_bound| = 60."""
@@ -109,7 +109,7 @@ def test_ring_of_one_runs_the_standard_kernel():
     with pytest.raises(ValueError, match=r"`launches=0` runs the standard decode kernel.*cache_length 2"):
         plan_replayssm(*step_args(Problem(2, 1, 1, 16, 16, 2)), launches=0)
     with pytest.raises(ValueError, match=r"`launches` must be None"):
-        plan_replayssm(*args, launches=1)
+        plan_replayssm(*args, launches=4)
 
 
 @pytest.mark.parametrize("gate", ["kda", "gdn"])
@@ -171,6 +171,21 @@ def test_config_conflicts_name_the_option():
         call(launches=2, config=base | {"flush_tiles": 16})
     with pytest.raises(ValueError, match="flush_overlap"):
         call(launches=3, config=base | {"flush_overlap": 1})
+    with pytest.raises(ValueError, match=r"\['flush_tiles'\] are not the one-launch design's"):
+        helion_fused_recurrent_gdn_replayssm_decode(
+            *step_args(Problem(2, 1, 2, 16, 16, 4), gate="gdn"), launches=1, config=base | {"flush_tiles": 16}
+        )  # fmt: skip
+
+
+def test_one_launch_refuses_the_raw_kda_ring_before_writing():
+    """``launches=1`` computes each entry's weight in every V tile's program: only where that weight is
+    a scalar (GDN) or shared (predecayed). KDA's raw ring is refused, naming the alternatives, and
+    nothing is written."""
+    args = list(step_args(Problem(3, 1, 2, 16, 16, 4)))
+    before = [t.clone() for t in args if isinstance(t, torch.Tensor)]
+    with pytest.raises(ValueError, match=r"`launches=1` .*ring_format='predecayed'.*launches=None, 2 or 3"):
+        helion_fused_recurrent_kda_replayssm_decode(*args, launches=1)
+    assert all(same_bits(x, y) for x, y in zip([t for t in args if isinstance(t, torch.Tensor)], before, strict=True))
 
 
 def test_overlapped_launches_touch_disjoint_data():
@@ -189,7 +204,7 @@ def test_overlapped_launches_touch_disjoint_data():
 
 
 @pytest.mark.parametrize("p", GRID[::2], ids=Problem.label)
-@pytest.mark.parametrize("design", list(DESIGNS))
+@pytest.mark.parametrize("design", [*DESIGNS, *SCALAR_DESIGNS])
 def test_gdn_design_matches_reference(design, p):
     """Gated DeltaNet's per-head gate in every design (the same bodies, ``HEAD_GATE``)."""
     check_sequence(
@@ -216,7 +231,7 @@ def test_gdn_standard_kernel_and_ring_of_one():
     assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=5)
 
 
-@pytest.mark.parametrize("design", ["two_walk", "split_programs"])
+@pytest.mark.parametrize("design", ["two_walk", "split_programs", "fused"])
 def test_gdn_corrupted_cursor_or_slot_is_padding(design):
     check_corrupted_rows(design, Problem(6, 2, 4, 32, 32, 4), device=DEVICE, gate="gdn")
 

@@ -31,10 +31,11 @@ def test_generated_code_of_each_design(design):
         ("two_walk", "predecayed"),
         ("split_programs", "predecayed"),
         ("split_overlap", "predecayed"),
+        ("fused", "predecayed"),
     ],  # fmt: skip
 )
 def test_generated_code_of_each_ring_format(design, ring_format):
-    """Predecayed keys through the walked flush, own tiles and launch 1's weights."""
+    """Predecayed keys through the walked flush, own tiles, launch 1's weights and the one launch."""
     p = Problem(3, 1, 2, 16, 32, 4)
     check_sequence(
         p, design_fn(design), steps=5, p_force=0.3, seed=2, warm=True, lower_bound=-3.0, ring_format=ring_format
@@ -62,12 +63,18 @@ def test_generated_standard_code():
     assert not r.nonfinite and r.untouched_ok and r.max_rel <= tolerance(torch.float32, steps=3)
 
 
-@pytest.mark.parametrize("design", ["two_walk", "two_tiles", "split_programs"])
+@pytest.mark.parametrize("design", ["two_walk", "two_tiles", "split_programs", "fused"])
 def test_generated_gdn_code(design):
     """Gated DeltaNet's per-head gate: the gate read by every channel through a repeated index (launch 1,
     a walked flush, own tiles) and stored by channel 0, GQA 2."""
     p = Problem(3, 1, 2, 16, 32, 4)
     check_sequence(p, design_fn(design, "gdn"), steps=5, p_force=0.3, seed=2, warm=True, gate="gdn")
+
+
+def test_generated_one_launch_gdn_code_with_a_ring_longer_than_a_tile():
+    """L = 20: the one launch's ring tiles, each weighted by the gate sum over newer tiles."""
+    p = Problem(2, 1, 2, 16, 16, 20)
+    check_sequence(p, design_fn("fused", "gdn"), steps=4, p_force=0.2, seed=0, warm=True, gate="gdn")
 
 
 def test_generated_gdn_code_treats_corrupted_rows_as_padding():

@@ -4,6 +4,7 @@ Every implementation runs the same sweep in one process, on the same inputs:
 
 * ``replayssm_helion``     ours, one call per step, the default design (``launches=None``: 2 or 3 by L;
                            at L = 1 the standard kernel on the checkpoint)
+* ``replayssm_helion_fused`` ours with ``launches=1``: one launch (GDN, or KDA's predecayed format only)
 * ``replayssm_helion_two_launch`` ours with ``launches=2``: ring weights, then state (flush included)
 * ``replayssm_helion_split`` ours with ``launches=3``: the flush rows' checkpoint write as a third launch
 * ``standard_helion``      our standard decode (read state, update, write back)
@@ -50,7 +51,12 @@ from replayssm_ref.traffic import TrafficShape, replay_bytes_per_row, standard_b
 
 from . import peers
 
-REPLAYSSM_LAUNCHES = {"replayssm_helion": None, "replayssm_helion_two_launch": 2, "replayssm_helion_split": 3}
+REPLAYSSM_LAUNCHES = {
+    "replayssm_helion": None,
+    "replayssm_helion_fused": 1,
+    "replayssm_helion_two_launch": 2,
+    "replayssm_helion_split": 3,
+}
 PEERS = {"sglang_helion_replayssm": peers.sglang_helion, "sglang_triton_replayssm": peers.sglang_triton}
 IMPLS = (*REPLAYSSM_LAUNCHES, "standard_helion", "fla_fused_recurrent", *PEERS)
 
@@ -331,6 +337,8 @@ def runs_of(case: Case, args, peer_fns: dict) -> list[tuple[str, str]]:
                     ring_format(fmt).check_gate(args.lower_bound if case.gate == "kda" else None, case.cache_length)
                 except ValueError:
                     continue
+                if REPLAYSSM_LAUNCHES[impl] == 1 and (case.cache_length == 1 or (case.gate, fmt) == ("kda", "raw")):
+                    continue  # the one launch: scalar or shared entry weights only, and a ring
                 runs.append((impl, fmt))
         elif impl in PEERS:
             if peer_fns.get(impl) is not None:
