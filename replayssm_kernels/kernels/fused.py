@@ -32,9 +32,9 @@ FUSED_RING_TILE = 16  # a ring of at most this many positions is one tile, loade
 
 def since_checkpoint(g_cache, slot, j, c, channels, everything, HEAD_GATE):
     """``G`` over ``channels``, ``[1, FK]`` (the slot's axis first): the log decay from the checkpoint
-    through entry ``c - 1``, 0 on an empty ring. GDN: ``T``, the sum of the head's ``c`` gate entries (``everything``: ``hl.arange`` of
-    the ring's power-of-two length, masked to ``< c``), broadcast over ``channels``; predecayed: the
-    prefix sum ``P_{c-1}``, one load."""
+    through entry ``c - 1``, 0 on an empty ring. GDN: ``T``, the sum of the head's ``c`` gate entries
+    (``everything``: ``hl.arange`` of the ring's power-of-two length, masked to ``< c``), broadcast over
+    ``channels``; predecayed: the prefix sum ``P_{c-1}``, one load."""
     idx = channels.index if isinstance(channels, TileInterface) else channels
     if HEAD_GATE:
         gam = hl.load(g_cache, [slot, j, everything, 0], extra_mask=(everything < c).unsqueeze(0))  # [1, LB]
@@ -210,7 +210,8 @@ def fused_body(
                     hl.store(g_cache, [slot, j, tile_c, keys], total[:, None, :], extra_mask=first_v[None, None, :])
                     hl.store(
                         k_cache, [slot, j, tile_c, keys],
-                        (k[None, :] * torch.exp(-total))[:, None, :].to(k_cache.dtype), extra_mask=first_v[None, None, :],
+                        (k[None, :] * torch.exp(-total))[:, None, :].to(k_cache.dtype),
+                        extra_mask=first_v[None, None, :],
                     )  # fmt: skip
                 else:
                     lane0 = first_v & (keys == 0)
