@@ -74,7 +74,7 @@ def test_generated_gdn_code(design):
 def test_generated_one_launch_gdn_code_with_a_ring_longer_than_a_tile():
     """L = 20: the one launch's ring tiles, each weighted by the gate sum over newer tiles."""
     p = Problem(2, 1, 2, 16, 16, 20)
-    check_sequence(p, design_fn("fused", "gdn"), steps=4, p_force=0.2, seed=0, warm=True, gate="gdn")
+    check_sequence(p, design_fn("fused", "gdn"), steps=4, p_force=0.2, seed=2, warm=True, gate="gdn")
 
 
 def test_generated_gdn_code_treats_corrupted_rows_as_padding():

@@ -54,6 +54,18 @@ def token_gate(a3, dt2, A_j, row, j, channels, lower_bound, BOUNDED, HEAD_GATE):
     return gate(hl.load(a3, [row, j, ch]), hl.load(dt2, [j, ch]), A_j, lower_bound, BOUNDED)
 
 
+def tile_gates(g_cache, slot, j, c, pos, end, everything, HEAD_GATE):
+    """GDN's ``(gamma one position on, live and before end; sum of gamma over [end, c))`` for the ring
+    tile of positions ``pos`` ending before ``end``, ``[1, RB]`` and ``[1, 1]``; ``(0, 0.0)`` otherwise."""
+    if not HEAD_GATE:
+        return 0, 0.0
+    after = (everything >= end) & (everything < c)
+    newer = hl.load(g_cache, [slot, j, everything, 0], extra_mask=after.unsqueeze(0)).sum(1).unsqueeze(1)
+    nxt = pos + 1
+    gam_next = hl.load(g_cache, [slot, j, nxt, 0], extra_mask=((nxt < c) & (nxt < end)).unsqueeze(0))
+    return gam_next, newer
+
+
 def ring_coefficients(kappa, gam_next, newer, yq, yk, HEAD_GATE):
     """``(rho_i kappa_i . yq, rho_i kappa_i . yk)`` of one ring tile, ``[1, RB]`` each: ``kappa`` the
     tile's keys ``[1, RB, K]`` (zero where not live), ``y`` the ready K-vectors ``[1, K]``. GDN: ``rho_i = W_i =
@@ -144,14 +156,9 @@ def fused_body(
         else:
             for tile_i in hl.tile(0, c, block_size=RB):  # ends at c
                 kappa = k_cache[slot, kh, tile_i, :].to(torch.float32)  # [1, RB, K]
-                newer = 0.0
-                gam_next = 0
-                if HEAD_GATE:
-                    after = (everything >= tile_i.begin + RB) & (everything < c)
-                    newer = hl.load(g_cache, [slot, j, everything, 0], extra_mask=after[None, :]).sum(1)[:, None]
-                    nxt = tile_i.index + 1
-                    in_tile = (nxt < c) & (nxt < tile_i.begin + RB)
-                    gam_next = hl.load(g_cache, [slot, j, nxt, 0], extra_mask=in_tile[None, :])
+                gam_next, newer = tile_gates(
+                    g_cache, slot, j, c, tile_i.index, tile_i.begin + RB, everything, HEAD_GATE
+                )
                 cq, ck = ring_coefficients(kappa, gam_next, newer, yq, yk, HEAD_GATE)
                 d = d_cache[slot, j, tile_i, tile_v].to(torch.float32)  # [1, RB, BV]
                 acc_q = acc_q + (d * cq[:, :, None]).sum(1)
