@@ -92,7 +92,8 @@ def test_bench_plan_is_the_ordered_union_of_its_groups():
     plan = ROOT / "replayssm_kernels/sweeps/full.json"
     cases = build_cases(parse_args(["--plan", str(plan), "--out", "unused"]))
     assert len(cases) == len(set(cases))  # a case in two groups is timed once
-    assert cases[0] == Case(256, 32, 32, 128, 128, 1, "float32", "bfloat16")  # the headline first
+    assert cases[0] == Case(256, 32, 32, 128, 128, 4, "float32", "bfloat16")  # the regime first
+    assert {c.batch for c in cases[:48]} == {1, 8, 64, 256} and {c.cache_length for c in cases[:48]} == {4, 8, 16}
     assert {c.cache_length for c in cases if c.batch == 256 and c.num_v_heads == 32} == {1, 2, 4, 8, 16, 32, 64}
     assert {c.batch for c in cases} == {1, 8, 64, 256} and {c.num_v_heads for c in cases} == {8, 16, 32, 64}
     assert any(c.num_q_heads * 2 == c.num_v_heads for c in cases) and any(c.key_dim == 64 for c in cases)
