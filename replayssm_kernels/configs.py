@@ -3,7 +3,7 @@
 A file looks like::
 
     {"device": "NVIDIA H100 80GB HBM3", "tuned_by": "<one line: the command that tuned it>",
-     "split_flush_from_l": 32,
+     "split_flush_from_l": 32, "one_launch_up_to_l": 8, "gdn_one_launch_up_to_batch": 1,
      "configs": {"replayssm/float32/K128-V128-LB16": {"block_sizes": [64, 32], "num_warps": 2, ...}}}
 
 Lookup falls back from the exact shape class to ``<kind>/<dtype>/*`` to ``<kind>/*/*``, and from the
@@ -93,3 +93,15 @@ def split_flush_from(device: torch.device | str) -> int:
         if "split_flush_from_l" in doc:
             return int(doc["split_flush_from_l"])
     return SPLIT_FLUSH_FROM_L
+
+
+def one_launch_rule(device: torch.device | str) -> tuple[int, int]:
+    """``(up to L, GDN up to batch)``: where ``launches=None`` runs the one-launch design on ``device``:
+    the predecayed format at ``L <=`` the first, Gated DeltaNet's raw ring there too when the batch is at
+    most the second. From the device's table (``one_launch_up_to_l``, ``gdn_one_launch_up_to_batch``),
+    else ``default.json``'s, else never (0, 0)."""
+    for stem in (device_key(device), "default"):
+        doc = read_table(stem)
+        if "one_launch_up_to_l" in doc:
+            return int(doc["one_launch_up_to_l"]), int(doc.get("gdn_one_launch_up_to_batch", 0))
+    return 0, 0

@@ -9,8 +9,8 @@ Designs (``launches=``): ``0`` the standard kernel (L = 1 only, where every step
 empty ring); ``1`` one fused launch (``kernels.fused``: GDN or the predecayed format only); ``2``
 ring weights, then state with the flush; ``3`` ring weights, state, then the flush
 rows' checkpoints (per row, or ``flush_programs`` programs over the flushing rows, optionally beside
-the state launch on a second stream); ``None`` picks 0 at L = 1, else 3 from the device table's
-``split_flush_from_l`` on and 2 below it.
+the state launch on a second stream); ``None`` picks 0 at L = 1, 1 where the device table's one-launch rule
+covers the ring (``default_launches``), else 3 from its ``split_flush_from_l`` on and 2 below it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from replayssm_ref.validation import (
     validate_replayssm_inputs,
 )
 
-from .configs import load_entry, ring_block, split_flush_from
+from .configs import load_entry, one_launch_rule, ring_block, split_flush_from
 from .kernels.common import DOT_MIN
 from .kernels.flush import FlushArgs, flush_body
 from .kernels.flush_rows import MAX_BATCH, FlushRowsArgs, flush_rows_body
@@ -80,10 +80,18 @@ def _kernel(body: Callable, config: helion.Config | None):
     return helion.kernel(**kwargs)(body)
 
 
-def default_launches(cache_length: int, device: torch.device | str = "cpu") -> int:
-    """The design ``launches=None`` runs: 0 at L = 1, 3 from ``split_flush_from(device)`` on, else 2."""
+def default_launches(
+    cache_length: int, device: torch.device | str = "cpu", *, gate: str = "kda", predecayed: bool = False,
+    batch: int = 1,
+) -> int:  # fmt: skip
+    """The design ``launches=None`` runs: 0 at L = 1; 1 where the device table's one-launch rule covers
+    the ring (``configs.one_launch_rule``: the predecayed format, or GDN up to a batch size, up to an L);
+    3 from ``split_flush_from(device)`` on; else 2."""
     if cache_length == 1:
         return 0
+    up_to_l, gdn_batch = one_launch_rule(device)
+    if cache_length <= up_to_l and (predecayed or (gate == "gdn" and batch <= gdn_batch)):
+        return 1
     return 3 if cache_length >= split_flush_from(device) else 2
 
 
@@ -212,7 +220,9 @@ def plan_replayssm(
     predecayed = ring_format_record(ring_format).prefix_gate
     check_kernel_support(shapes, initial_state, out)
     if launches is None:
-        launches = default_launches(shapes.cache_length, mixed_qkv.device)
+        launches = default_launches(
+            shapes.cache_length, mixed_qkv.device, gate=shapes.gate, predecayed=predecayed, batch=shapes.batch
+        )  # fmt: skip
     if launches not in LAUNCH_KINDS:
         raise ValueError(
             "`launches` must be None (the device's default), 1 (one fused launch: GDN or the predecayed "

@@ -177,6 +177,21 @@ def test_config_conflicts_name_the_option():
         )  # fmt: skip
 
 
+def test_default_design_follows_the_device_tables_one_launch_rule(monkeypatch):
+    """``launches=None`` runs one launch for the predecayed format up to the table's L, for GDN also up
+    to its batch, never for KDA's raw ring; the CPU's table (default.json) has no rule."""
+    from replayssm_kernels import plan
+
+    assert plan.default_launches(4, "cpu", predecayed=True) == 2
+    monkeypatch.setattr(plan, "one_launch_rule", lambda device: (8, 1))
+    pick = functools.partial(plan.default_launches, device="cpu")
+    assert [pick(L, predecayed=True) for L in (1, 4, 8)] == [0, 1, 1]
+    assert pick(16, predecayed=True) == pick(16) == pick(16, gate="gdn", batch=1) > 1  # the table's 2 or 3
+    assert [pick(4, gate="gdn", batch=B) for B in (1, 2)] == [1, 2] and pick(4) == 2
+    args = step_args(Problem(1, 2, 4, 16, 16, 4), gate="gdn")
+    assert [x.name for x in plan_replayssm(*args, gate="gdn")] == ["fused"]
+
+
 def test_one_launch_refuses_the_raw_kda_ring_before_writing():
     """``launches=1`` computes each entry's weight in every V tile's program: only where that weight is
     a scalar (GDN) or shared (predecayed). KDA's raw ring is refused, naming the alternatives, and

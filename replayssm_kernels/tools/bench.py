@@ -433,7 +433,7 @@ def _save(rows, csv: Path, previous):
 def main(argv=None) -> int:
     import pandas as pd
 
-    from ..configs import split_flush_from
+    from ..configs import one_launch_rule, split_flush_from
     from ..plan import default_launches
     from .envinfo import write_env_json
 
@@ -461,7 +461,8 @@ def main(argv=None) -> int:
     this = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     this["split_flush_from_l"] = split_flush_from(device)  # the default design's choice (plots' headline)
     lengths = sorted({c.cache_length for c in cases})
-    this["default_launches"] = {str(L): default_launches(L, device) for L in lengths}  # launches=None, by L
+    this["default_launches"] = {str(L): default_launches(L, device) for L in lengths}  # launches=None, by L (KDA raw)
+    this["one_launch_rule"] = one_launch_rule(device)  # (up to L, GDN up to batch): configs.one_launch_rule
     if args.plan is not None:
         this["plan_groups"] = json.loads(args.plan.read_text())["groups"]
 

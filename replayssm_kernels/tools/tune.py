@@ -158,7 +158,11 @@ def main(argv=None) -> int:
     path = CONFIG_DIR / f"{device_key(device)}.json"
     previous = json.loads(path.read_text()) if path.exists() else {}
     table = previous.get("configs", {}) if not args.fresh else {}
-    design = {k: previous[k] for k in ("split_flush_from_l",) if k in previous}  # kept: not a tuned entry
+    design = {
+        k: previous[k]
+        for k in ("split_flush_from_l", "one_launch_up_to_l", "gdn_one_launch_up_to_batch")
+        if k in previous
+    }  # kept: not a tuned entry
     trials = []
     tuned_by = "python -m replayssm_kernels.tools.tune " + " ".join(argv if argv is not None else sys.argv[1:])
     from .envinfo import write_env_json
