@@ -39,7 +39,20 @@ def device_key(device: torch.device | str) -> str:
     device = torch.device(device)
     if device.type != "cuda":
         return device.type
-    return re.sub(r"[^a-z0-9]+", "_", torch.cuda.get_device_name(device).lower()).strip("_")
+    return stem_of(torch.cuda.get_device_name(device))
+
+
+def stem_of(gpu_name: str) -> str:
+    """The table file stem of a GPU's name (``NVIDIA H100 80GB HBM3`` -> ``nvidia_h100_80gb_hbm3``)."""
+    return re.sub(r"[^a-z0-9]+", "_", gpu_name.lower()).strip("_")
+
+
+def table_stem(device: torch.device | str) -> str:
+    """The table file stem for a device, or ``device`` itself where it names a table (``plots`` reads a
+    sweep's design choices by the GPU's stem, off that GPU)."""
+    if isinstance(device, str) and (CONFIG_DIR / f"{device}.json").exists():
+        return device
+    return device_key(device)
 
 
 def shape_class(kind: str, key_dim: int, value_dim: int, cache_length: int) -> str:
@@ -88,7 +101,7 @@ def load_entry(kind: str, device, dtype: torch.dtype, key_dim: int, value_dim: i
 def split_flush_from(device: torch.device | str) -> int:
     """The ring length from which ``launches=None`` runs three launches on ``device``: its table's
     ``split_flush_from_l``, else ``default.json``'s, else ``SPLIT_FLUSH_FROM_L``."""
-    for stem in (device_key(device), "default"):
+    for stem in (table_stem(device), "default"):
         doc = read_table(stem)
         if "split_flush_from_l" in doc:
             return int(doc["split_flush_from_l"])
@@ -100,7 +113,7 @@ def one_launch_rule(device: torch.device | str) -> tuple[int, int]:
     the predecayed format at ``L <=`` the first, Gated DeltaNet's raw ring there too when the batch is at
     most the second. From the device's table (``one_launch_up_to_l``, ``gdn_one_launch_up_to_batch``),
     else ``default.json``'s, else never (0, 0)."""
-    for stem in (device_key(device), "default"):
+    for stem in (table_stem(device), "default"):
         doc = read_table(stem)
         if "one_launch_up_to_l" in doc:
             return int(doc["one_launch_up_to_l"]), int(doc.get("gdn_one_launch_up_to_batch", 0))
