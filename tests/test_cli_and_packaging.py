@@ -170,6 +170,27 @@ def test_plots_and_tables_from_a_sweep(tmp_path):
     assert text == "a\n<!-- results:begin -->\nnew\n<!-- results:end -->\nb"
 
 
+def test_plots_take_the_default_design_the_table_picks_now():
+    """Where the GPU's table now runs one launch (H100: predecayed up to L = 8, GDN at batch 1), the
+    sweep's one-launch row is ours and the row timed as the default then is ``replayssm_helion_multi``;
+    elsewhere both rows stay what they were."""
+    from replayssm_kernels.configs import one_launch_rule
+    from replayssm_kernels.tools import plots
+
+    up_to_l, _ = one_launch_rule("nvidia_h100_80gb_hbm3")
+    base = {"gate": "kda", "batch": 256, "num_q_heads": 32, "num_v_heads": 32, "key_dim": 128, "value_dim": 128,
+            "state_dtype": "float32", "cache_dtype": "bfloat16", "ring_format": "predecayed",
+            "device": "NVIDIA H100 80GB HBM3"}  # fmt: skip
+    timed = (("replayssm_helion", 100.0), ("replayssm_helion_fused", 90.0))
+    rows = [base | {"impl": i, "cache_length": L, "us_per_step": us} for L in (up_to_l, 2 * up_to_l) for i, us in timed]
+    df = plots.as_default_design(pd.DataFrame(rows))
+    got = {(r.impl, r.cache_length): r.us_per_step for r in df.itertuples()}
+    assert got == {
+        ("replayssm_helion_multi", up_to_l): 100.0, ("replayssm_helion", up_to_l): 90.0,
+        ("replayssm_helion", 2 * up_to_l): 100.0, ("replayssm_helion_fused", 2 * up_to_l): 90.0,
+    }  # fmt: skip
+
+
 def test_readme_usage_example_runs():
     text = (ROOT / "README.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
