@@ -61,6 +61,11 @@ MUTANTS = {
     "spec_cursor_folds_early": (
         K + "spec_cursor.py", "fold = c + n + T > cache_length", "fold = c + n + T >= cache_length"
     ),
+    "fused_stale_entry_read": (K + "fused.py", "live = (pos < c)[None, :]", "live = (pos <= c)[None, :]"),
+    "fused_gdn_newer_tiles_dropped": (K + "fused.py", "return gam_next, newer", "return gam_next, newer * 0"),
+    "fused_ring_without_token_decay": (
+        K + "fused.py", "ring_w = torch.exp(G * 0 + g[None, :]) if HEAD_GATE", "ring_w = torch.exp(G * 0) if HEAD_GATE"
+    ),
 }  # fmt: skip
 TESTS = ["tests/test_kernels_cpu.py", "tests/test_spec_kernels_cpu.py"]
 

@@ -393,8 +393,9 @@ def parse_args(argv=None):
     )  # fmt: skip
     ap.add_argument(
         "--impls", nargs="+", choices=IMPLS,
-        default=["replayssm_helion", "standard_helion", "fla_fused_recurrent", *PEERS],
-        help="the default design, both baselines and the peers unless told; the other ReplaySSM designs are opt-in",
+        default=["replayssm_helion", "replayssm_helion_fused", "standard_helion", "fla_fused_recurrent", *PEERS],
+        help="the default design, the one launch (where a table may pick it: plots.as_default_design), both "
+        "baselines and the peers unless told; the other ReplaySSM designs are opt-in",
     )  # fmt: skip
     ap.add_argument(
         "--ring-formats", nargs="+", choices=sorted(RING_FORMATS), default=["raw"],
