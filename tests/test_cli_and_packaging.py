@@ -189,6 +189,9 @@ def test_plots_take_the_default_design_the_table_picks_now():
         ("replayssm_helion_multi", up_to_l): 100.0, ("replayssm_helion", up_to_l): 90.0,
         ("replayssm_helion", 2 * up_to_l): 100.0, ("replayssm_helion_fused", 2 * up_to_l): 90.0,
     }  # fmt: skip
+    table = plots.designs_markdown(df)  # one launch against two or three wherever both were timed
+    for L in (up_to_l, 2 * up_to_l):
+        assert f"| kda | 256 | float32 | {L} | predecayed | 100.0 | 90.0 | 0.90 |" in table
 
 
 def test_readme_usage_example_runs():

@@ -406,6 +406,27 @@ def results_markdown(folders: list[Path]) -> str:
     return "\n".join(parts)
 
 
+def designs_markdown(df: pd.DataFrame) -> str:
+    """One launch against two or three at every point the sweep timed both (``as_default_design`` has
+    renamed whichever is not the default now); empty if it timed no one-launch row."""
+    one = df[df.impl.isin(["replayssm_helion_fused"])].assign(design="one")
+    multi = df[df.impl == "replayssm_helion_multi"].assign(design="multi")
+    mine = df[df.impl == "replayssm_helion"]
+    one = pd.concat([one, mine.merge(multi[KEY], on=KEY)])  # the default now is one launch where multi exists
+    multi = pd.concat([multi, mine.merge(df[df.impl == "replayssm_helion_fused"][KEY], on=KEY)])
+    both = one[[*KEY, "us_per_step"]].merge(multi[[*KEY, "us_per_step"]], on=KEY, suffixes=("_one", "_multi"))
+    if both.empty:
+        return ""
+    lines = ["| gate | batch | state | L | rings | two or three launches (µs) | one launch (µs) | one / multi |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in both.sort_values(["gate", "batch", "state_dtype", "cache_length"]).itertuples():
+        lines.append(
+            f"| {r.gate} | {r.batch} | {r.state_dtype} | {r.cache_length} | {r.ring_format} | "
+            f"{r.us_per_step_multi:.1f} | {r.us_per_step_one:.1f} | {r.us_per_step_one / r.us_per_step_multi:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def summary_markdown(df: pd.DataFrame, gpu: str) -> str:
     """``bench/summary.md``: per gate, the best ring length and format per batch, and the figures."""
     parts = [f"# {gpu}: ReplaySSM over our standard decode", "",
@@ -415,6 +436,9 @@ def summary_markdown(df: pd.DataFrame, gpu: str) -> str:
         parts += [f"## {_shape_label(gate)}", "", f"Batch {df[df.gate == gate].batch.max()}:", "",
                   headline_markdown(df, gate), "", "Best ring length per batch:", "", batches_markdown(df, gate), "",
                   f"![speedup](speedup{suffix}.png) ![regime](regime{suffix}.png)", ""]  # fmt: skip
+    designs = designs_markdown(df)
+    if designs:
+        parts += ["## One launch against two or three (`launches=1`; the table picks per point)", "", designs, ""]
     return "\n".join(parts)
 
 
