@@ -90,9 +90,14 @@ def flush_weight(decay_t, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED,
     keys carry the rest): ``decay_t``, launch 1's ``e^Gamma alpha`` over the same channels."""
     if PREDECAYED:
         return decay_t
-    ch = gate_channel(tile_fk, HEAD_GATE)
-    a_t, dt_t, A_j = hl.load(a3, [row, j, ch]), hl.load(dt2, [j, ch]), hl.load(A_log, [j])
-    return torch.exp(gate(a_t, dt_t, A_j, lower_bound, BOUNDED))
+    return torch.exp(token_gate(a3, dt2, hl.load(A_log, [j]), row, j, tile_fk, lower_bound, BOUNDED, HEAD_GATE))
+
+
+def token_gate(a3, dt2, A_j, row, j, channels, lower_bound, BOUNDED, HEAD_GATE):
+    """The token's log decay g over the K tile ``channels`` of value head ``j`` (a helper also because a
+    tile assigned to a variable in a body breaks Helion's type propagation)."""
+    ch = gate_channel(channels, HEAD_GATE)
+    return gate(hl.load(a3, [row, j, ch]), hl.load(dt2, [j, ch]), A_j, lower_bound, BOUNDED)
 
 
 def walk_entry(

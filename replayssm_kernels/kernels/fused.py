@@ -24,7 +24,7 @@ import helion.language as hl
 import torch
 from helion.language.tile_interface import TileInterface
 
-from .common import args_record, flush_weight, gate, gate_channel, l2_scale, row_setup, token, walk_entry
+from .common import args_record, gate_channel, l2_scale, row_setup, token, token_gate, walk_entry
 
 # (helpers use unsqueeze, not subscripts: a slice in a helper can fail Helion's lowering)
 FUSED_RING_TILE = 16  # a ring of at most this many positions is one tile, loaded beside the checkpoint
@@ -45,13 +45,6 @@ def since_checkpoint(g_cache, slot, j, c, channels, everything, HEAD_GATE):
     while P.dim() > 2:  # [1, FK]: the slot's axis (Helion's interpreter also keeps the cursor's)
         P = P.sum(0)
     return P
-
-
-def token_gate(a3, dt2, A_j, row, j, channels, lower_bound, BOUNDED, HEAD_GATE):
-    """The token's log decay g over the K tile ``channels`` (a helper: a tile assigned to a variable in
-    a body breaks Helion's type propagation)."""
-    ch = gate_channel(channels, HEAD_GATE)
-    return gate(hl.load(a3, [row, j, ch]), hl.load(dt2, [j, ch]), A_j, lower_bound, BOUNDED)
 
 
 def tile_gates(g_cache, slot, j, c, pos, end, everything, HEAD_GATE):
@@ -192,9 +185,7 @@ def fused_body(
                     since_checkpoint(g_cache, slot, j, c, tile_fk, everything, HEAD_GATE) + g_f[None, :]
                 )
                 S = S * decay_f[:, None, :]  # S0 e^G alpha
-                start = flush_weight(
-                    decay_f, a3, dt2, A_log, row, j, tile_fk, lower_bound, BOUNDED, PREDECAYED, HEAD_GATE
-                )
+                start = decay_f if PREDECAYED else torch.exp(g_f)[None, :]  # W_{c-1} alpha (common.flush_weight)
                 w_alpha = hl.zeros([tile_b, tile_fk], dtype=torch.float32) + start  # W_i alpha
                 for tile_f in hl.tile((L - c) // CH, L // CH, block_size=1):
                     for t in hl.static_range(CH):

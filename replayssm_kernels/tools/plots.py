@@ -75,10 +75,11 @@ def as_default_design(df: pd.DataFrame) -> pd.DataFrame:
     """``replayssm_helion`` (ours, ``launches=None``) as the design the device's table picks now: where
     its one-launch rule covers a point (``plan.default_launches``), the sweep's one-launch row
     (``replayssm_helion_fused``) is ours and the row the sweep timed as the default then becomes
-    ``replayssm_helion_multi`` (two or three launches)."""
+    ``replayssm_helion_multi`` (two or three launches). Column ``timed_as`` keeps the sweep's name."""
     from ..configs import stem_of
     from ..plan import default_launches
 
+    df = df.assign(timed_as=df.impl)
     if "replayssm_helion_fused" not in set(df.impl):
         return df
     stem = stem_of(df.device.iloc[0])
@@ -407,14 +408,11 @@ def results_markdown(folders: list[Path]) -> str:
 
 
 def designs_markdown(df: pd.DataFrame) -> str:
-    """One launch against two or three at every point the sweep timed both (``as_default_design`` has
-    renamed whichever is not the default now); empty if it timed no one-launch row."""
-    one = df[df.impl.isin(["replayssm_helion_fused"])].assign(design="one")
-    multi = df[df.impl == "replayssm_helion_multi"].assign(design="multi")
-    mine = df[df.impl == "replayssm_helion"]
-    one = pd.concat([one, mine.merge(multi[KEY], on=KEY)])  # the default now is one launch where multi exists
-    multi = pd.concat([multi, mine.merge(df[df.impl == "replayssm_helion_fused"][KEY], on=KEY)])
-    both = one[[*KEY, "us_per_step"]].merge(multi[[*KEY, "us_per_step"]], on=KEY, suffixes=("_one", "_multi"))
+    """One launch against two or three at every point the sweep timed both (by the sweep's own names,
+    ``timed_as``: the default then was two or three launches); empty if it timed no one-launch row."""
+    one = df[df.timed_as == "replayssm_helion_fused"][[*KEY, "us_per_step"]]
+    multi = df[df.timed_as == "replayssm_helion"][[*KEY, "us_per_step"]]
+    both = one.merge(multi, on=KEY, suffixes=("_one", "_multi"))
     if both.empty:
         return ""
     lines = ["| gate | batch | state | L | rings | two or three launches (µs) | one launch (µs) | one / multi |",
