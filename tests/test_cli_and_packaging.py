@@ -292,21 +292,24 @@ def test_pipelining_options_land_on_their_loops():
     script = """
 import json, re, torch
 from replayssm_kernels.tools.codegen import generated_source
-def stages(kernel, options):
-    source, *_ = generated_source(kernel, 16, 64, 2, torch.float32, options, 32)
+def stages(kernel, options, **kw):
+    source, *_ = generated_source(kernel, 16, 64, 2, torch.float32, options, 32, **kw)
     loops = re.findall(r"for \\w+ in tl\\.range\\(([^\\n]*)\\):", source)
     return [int(m.group(1)) if (m := re.search(r"num_stages=(\\d+)", loop)) else 0 for loop in loops]
 tiles = {"flush_tiles": 16, "flush_weights": 1, "flush_block_k": 16}
 print(json.dumps([stages("state", {"k_stages": 3, "flush_k_stages": 2, **tiles}),
                   stages("state_split", {"k_stages": 3}),
-                  stages("ring_weights", {"prep_stages": 3, "ring_chunk": 4})]))
+                  stages("ring_weights", {"prep_stages": 3, "ring_chunk": 4}),
+                  stages("fused", {"k_stages": 3}, gate="gdn"),
+                  stages("fused", {"k_stages": 3}, ring_format="predecayed")]))
 """
     env = {k: v for k, v in os.environ.items() if k not in ("HELION_INTERPRET", "TRITON_INTERPRET")}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
-    two_launch, split, ring_weights = json.loads(out.stdout.strip().splitlines()[-1])
+    two_launch, split, ring_weights, fused_gdn, fused_predecayed = json.loads(out.stdout.strip().splitlines()[-1])
     assert two_launch == [3, 2, 0, 0]  # [K chunks, flush K steps, flush ring tiles, append]
     assert split == [3, 0]  # [K chunks, append]
     assert ring_weights == [3, 0]  # [ring chunks, append]
+    assert fused_gdn == fused_predecayed == [3, 0, 0, 0]  # [K chunks, flush K steps, flush ring, append]
 
 
 @pytest.mark.skipif(os.environ.get("HELION_INTERPRET") != "1", reason="runs the kernels: needs HELION_INTERPRET=1")

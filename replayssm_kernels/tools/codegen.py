@@ -40,11 +40,14 @@ KERNELS = {
     "state": ("replayssm", 2, 1),
     "state_split": ("replayssm", 3, 1),
     "flush": ("replayssm", 3, 2),
+    "fused": ("replayssm", 1, 0),
     "standard": ("standard", None, 0),
 }
 
 
-def _problem_inputs(num_v_heads: int, key_dim: int, value_dim: int, cache_length: int, state_dtype):
+def _problem_inputs(
+    num_v_heads: int, key_dim: int, value_dim: int, cache_length: int, state_dtype, gate="kda", ring_format="raw"
+):  # fmt: skip
     """Random CPU inputs of a 4-row decode step (codegen depends on shapes and dtypes only)."""
     from replayssm_ref import ReplaySSMCache
     from replayssm_ref.harness import Problem, random_token, random_weights
@@ -52,24 +55,28 @@ def _problem_inputs(num_v_heads: int, key_dim: int, value_dim: int, cache_length
     HV, K, V = num_v_heads, key_dim, value_dim
     p = Problem(4, HV, HV, K, V, cache_length)
     gen = torch.Generator().manual_seed(0)
-    w = random_weights(p, gen, "cpu")
-    mixed, a, b = random_token(p, gen, "cpu", torch.bfloat16)
+    w = random_weights(p, gen, "cpu", gate=gate)
+    mixed, a, b = random_token(p, gen, "cpu", torch.bfloat16, gate=gate)
     S = torch.zeros(p.num_slots, HV, V, K, dtype=state_dtype)
     c = ReplaySSMCache.allocate(
         num_slots=p.num_slots, batch=4, num_q_heads=HV, num_v_heads=HV, key_dim=K, value_dim=V,
-        cache_length=cache_length,
+        cache_length=cache_length, ring_format=ring_format, gate=gate,
     )  # fmt: skip
     out = torch.empty(4, 1, HV, V, dtype=torch.bfloat16)
     idx = torch.arange(4, dtype=torch.int32)
     return (mixed, a, b, w.A_log, w.dt_bias, w.scale, S), (c.d_cache, c.k_cache, c.g_cache), out, idx, c.write_pos
 
 
-def _plan(which: str, launches, common, caches, out, idx, write_pos, config):
+def _plan(which: str, launches, common, caches, out, idx, write_pos, config, gate="kda", ring_format="raw"):
     from ..plan import plan_replayssm, plan_standard
 
     if which == "standard":
         return plan_standard(*common, out, idx, True, config=config)
-    return plan_replayssm(*common, *caches, out, idx, write_pos, None, True, launches=launches, config=config)
+    bound = -2.0 if ring_format == "predecayed" else None  # the predecayed format needs the bounded gate
+    return plan_replayssm(
+        *common, *caches, out, idx, write_pos, None, True, bound, launches=launches, config=config, gate=gate,
+        ring_format=ring_format,
+    )  # fmt: skip
 
 
 def _bound(launch):
@@ -91,17 +98,20 @@ def generated_source(
     state_dtype,
     extra: dict | None = None,
     block_k: int = 32,
+    gate: str = "kda",
+    ring_format: str = "raw",
 ):
     """(Triton source, {argument name: tensor}) for one kernel at K=V=128, HV=32.
 
     The launch is the one the decode functions build (``plan.plan_replayssm``), from a table-style
     config: ``block_sizes`` [block_v, block_k] (``[block_v]`` for the standard kernel), ``num_warps``
-    and ``extra``'s kernel options."""
-    common, caches, out, idx, write_pos = _problem_inputs(32, 128, 128, cache_length, state_dtype)
+    and ``extra``'s kernel options; ``gate`` and ``ring_format`` as the decode calls take them (the
+    one launch, ``fused``, needs GDN or the predecayed format)."""
+    common, caches, out, idx, write_pos = _problem_inputs(32, 128, 128, cache_length, state_dtype, gate, ring_format)
     which, launches, index = KERNELS[kernel]
     blocks = [block_v] if which == "standard" else [block_v, block_k]
     config = {"block_sizes": blocks, "num_warps": num_warps, "num_stages": 1} | (extra or {})
-    launch = _plan(which, launches, common, caches, out, idx, write_pos, config)[index]
+    launch = _plan(which, launches, common, caches, out, idx, write_pos, config, gate, ring_format)[index]
     source, tensors = launch_source(launch)
     return source, tensors, launch.config
 
@@ -279,13 +289,16 @@ def main(argv=None) -> int:
         choices=tuple(KERNELS),
         default="state",
         help="ring_weights / state: the two launches of launches=2; ring_weights_split / state_split / flush: "
-        "the three of launches=3; standard: the standard kernel",
+        "the three of launches=3; fused: the one launch (with --gate gdn or --ring-format predecayed); "
+        "standard: the standard kernel",
     )
     ap.add_argument("--cache-length", type=int, default=16, help="ring length L")
     ap.add_argument("--block-v", type=int, default=64, help="V tile")
     ap.add_argument("--block-k", type=int, default=32, help="state kernels: K channels per pipelined chunk")
     ap.add_argument("--num-warps", type=int, default=2, help="warps of the launch")
     ap.add_argument("--state-dtype", choices=("float32", "bfloat16"), default="float32", help="state dtype")
+    ap.add_argument("--gate", choices=("kda", "gdn"), default="kda", help="KDA or Gated DeltaNet")
+    ap.add_argument("--ring-format", choices=("raw", "predecayed"), default="raw", help="KDA's ring format")
     ap.add_argument("--config", type=json.loads, default={}, help="kernel options (a table entry's) as JSON")
     ap.add_argument("--dump", help="also write the generated Triton source here")
     ap.add_argument(
@@ -300,7 +313,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     source, tensors, config = generated_source(
         args.kernel, args.cache_length, args.block_v, args.num_warps, getattr(torch, args.state_dtype), args.config,
-        args.block_k,
+        args.block_k, args.gate, args.ring_format,
     )  # fmt: skip
     if args.dump:
         with open(args.dump, "w") as f:
